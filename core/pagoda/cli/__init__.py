@@ -1,0 +1,1 @@
+"""The `pagoda` command line."""

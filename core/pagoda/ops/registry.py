@@ -1,0 +1,115 @@
+"""Op declarations and provider resolution.
+
+Core declares each op with its reference; platforms register `KernelProvider`s through the
+`pagoda_kernel_providers` hook. Resolution picks, once at setup, the highest-priority
+provider that runs on the platform, is available and supports the static arguments, and
+returns a plain callable: nothing on the per-token path goes through the registry.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from pagoda.ops import reference
+from pagoda.plugins.lazy import load_target
+from pagoda.plugins.manager import PluginRegistries, get_registries
+from pagoda.plugins.registry import Registered
+from pagoda.plugins.specs import KernelProvider
+
+REFERENCE_PROVIDER = "reference"
+
+
+@dataclass(frozen=True)
+class OpSpec:
+    """An op of the core: its name and the reference implementation that defines it."""
+
+    name: str
+    reference: Callable[..., Any]
+
+
+OPS: dict[str, OpSpec] = {
+    fn.__name__: OpSpec(fn.__name__, fn)
+    for fn in (
+        reference.rms_norm,
+        reference.fused_add_rms_norm,
+        reference.rotary_embedding,
+        reference.silu_and_mul,
+        reference.gelu_and_mul,
+        reference.reshape_and_cache,
+        reference.paged_attention,
+    )
+}
+
+
+def reference_providers() -> list[KernelProvider]:
+    """The references, registered by core at the lowest priority for every platform."""
+    return [
+        KernelProvider(op=name, name=REFERENCE_PROVIDER, impl=spec.reference, priority=-1000)
+        for name, spec in OPS.items()
+    ]
+
+
+class OpResolutionError(RuntimeError):
+    pass
+
+
+def unusable_reason(provider: KernelProvider, **static_args: Any) -> str | None:
+    """Why `provider` cannot serve here with these static arguments, or None."""
+    if provider.is_available is not None:
+        reason = load_target(provider.is_available)()
+        if reason:
+            return reason
+    if provider.supports is not None and not load_target(provider.supports)(**static_args):
+        return f"does not support {static_args}"
+    return None
+
+
+def providers_for(
+    op: str, platform: str, regs: PluginRegistries | None = None
+) -> list[Registered[KernelProvider]]:
+    """Providers of `op` that run on `platform`, highest priority first."""
+    if op not in OPS:
+        raise OpResolutionError(f"Unknown op {op!r} (known: {', '.join(sorted(OPS))})")
+    regs = regs or get_registries()
+    return [e for e in regs.kernels.candidates(op) if e.runs_on(platform)]
+
+
+def resolve_op(
+    op: str, platform: str, regs: PluginRegistries | None = None, **static_args: Any
+) -> Registered[KernelProvider]:
+    """The provider `op` resolves to on `platform` for these static arguments."""
+    reasons = []
+    for entry in providers_for(op, platform, regs):
+        reason = unusable_reason(entry.spec, **static_args)
+        if reason is None:
+            return entry
+        reasons.append(f"{entry.plugin}/{entry.spec.name}: {reason}")
+    raise OpResolutionError(f"No usable provider of op {op!r} on {platform!r}: {reasons}")
+
+
+class OpTable:
+    """Every op resolved for one platform: `table.rms_norm(x, w, eps)` is a plain call."""
+
+    def __init__(self, platform: str, regs: PluginRegistries | None = None, **static_args: Any):
+        self.platform = platform
+        self.providers: dict[str, str] = {}
+        for op in OPS:
+            entry = resolve_op(op, platform, regs, **static_args)
+            setattr(self, op, load_target(entry.spec.impl))
+            self.providers[op] = f"{entry.plugin}/{entry.spec.name}"
+
+    @classmethod
+    def reference(cls) -> OpTable:
+        """A table of the reference implementations (any device)."""
+        table = cls.__new__(cls)
+        table.platform = "*"
+        table.providers = {}
+        for name, spec in OPS.items():
+            setattr(table, name, spec.reference)
+            table.providers[name] = f"core/{REFERENCE_PROVIDER}"
+        return table
+
+    def __getattr__(self, name: str) -> Callable[..., Any]:  # for type checkers
+        raise AttributeError(name)

@@ -1,0 +1,80 @@
+"""Pick the platform for `--device NAME` / `PAGODA_DEVICE` (default `auto`)."""
+
+from __future__ import annotations
+
+import os
+
+from pagoda.platforms.platform import Platform
+from pagoda.plugins.manager import PluginRegistries, get_registries
+
+DEVICE_ENV = "PAGODA_DEVICE"
+
+# Devices with a first-party package; any other name `x` is looked for as `pagoda-x`.
+KNOWN_PACKAGES = {
+    "cpu": "pagoda-cpu",
+    "cuda": "pagoda-cuda",
+    "rocm": "pagoda-rocm",
+    "xpu": "pagoda-xpu",
+    "tpu": "pagoda-tpu",
+    "gaudi": "pagoda-gaudi",
+    "hpu": "pagoda-gaudi",
+}
+
+
+class DeviceError(RuntimeError):
+    """The requested device cannot be used; the message says what to do."""
+
+
+def package_for(device: str) -> str:
+    return KNOWN_PACKAGES.get(device, f"pagoda-{device}")
+
+
+def choose_device(requested: str | None, regs: PluginRegistries) -> str:
+    """The platform name to use for `requested` (a name, "auto" or None)."""
+    name = (requested or os.environ.get(DEVICE_ENV) or "auto").strip().lower()
+    if name != "auto":
+        if name not in regs.probes:
+            raise DeviceError(_not_installed_message(name, regs))
+        probe = regs.probes.get(name).spec
+        if not probe.usable:
+            raise DeviceError(f"Device {name!r} is installed but not usable here: {probe.reason}")
+        return name
+    usable = [e for e in regs.probes if e.spec.usable]
+    if not usable:
+        reasons = "; ".join(f"{e.spec.name}: {e.spec.reason}" for e in regs.probes) or "none"
+        raise DeviceError(
+            "No usable device found (install a platform plugin, e.g. `pip install pagoda-cpu`). "
+            f"Installed platforms: {reasons}" + _failed_plugins_hint(regs)
+        )
+    return max(usable, key=lambda e: e.spec.score).spec.name
+
+
+def _failed_plugins_hint(regs: PluginRegistries) -> str:
+    failed = regs.failed()
+    if not failed:
+        return ""
+    names = ", ".join(f"{r.name} ({r.status}: {r.error})" for r in failed)
+    return f". Plugins that failed to load: {names}"
+
+
+def _not_installed_message(name: str, regs: PluginRegistries) -> str:
+    installed = ", ".join(regs.probes.names()) or "none"
+    return (
+        f"Device {name!r} is not provided by any installed plugin (installed devices: "
+        f"{installed}). Install its platform package: pip install {package_for(name)}"
+        + _failed_plugins_hint(regs)
+    )
+
+
+def resolve_platform(requested: str | None = None) -> Platform:
+    """Build the Platform for `requested` through the owning plugin's factory."""
+    regs = get_registries()
+    name = choose_device(requested, regs)
+    owner = regs.probes.get(name).plugin
+    platform = regs.call_plugin(owner, "pagoda_platform_factory", name=name)
+    if not isinstance(platform, Platform):
+        raise DeviceError(
+            f"Plugin {owner!r} reported device {name!r} but its pagoda_platform_factory "
+            f"returned {platform!r} instead of a Platform"
+        )
+    return platform

@@ -1,0 +1,79 @@
+"""The core's own registrations, made through the same hooks as any plugin."""
+
+from __future__ import annotations
+
+from pagoda.plugins.hookspecs import PLUGIN_API_VERSION, hookimpl
+from pagoda.plugins.specs import (
+    AttentionBackendSpec,
+    CliCommandSpec,
+    ExecutorSpec,
+    KernelProvider,
+    ModelArchSpec,
+    PluginInfo,
+    QuantMethodSpec,
+)
+from pagoda.version import __version__
+
+# HF architecture name -> model class. Llama, Mistral, Qwen2 and Qwen3 share one
+# implementation; their differences (qkv bias, q/k norm, sliding window) are config.
+_DECODER = "pagoda.models.llama:LlamaForCausalLM"
+MODEL_ARCHITECTURES = {
+    "LlamaForCausalLM": _DECODER,
+    "MistralForCausalLM": _DECODER,
+    "Qwen2ForCausalLM": _DECODER,
+    "Qwen3ForCausalLM": _DECODER,
+}
+
+
+@hookimpl
+def pagoda_plugin_info() -> PluginInfo:
+    return PluginInfo("core", __version__, PLUGIN_API_VERSION, "Pagoda core")
+
+
+@hookimpl
+def pagoda_attention_backends() -> list[AttentionBackendSpec]:
+    return [
+        AttentionBackendSpec(
+            "reference", "pagoda.attention.reference:ReferenceAttentionBackend", priority=-100
+        )
+    ]
+
+
+@hookimpl
+def pagoda_quant_methods() -> list[QuantMethodSpec]:
+    return [QuantMethodSpec("none", "pagoda.quant.unquantized:UnquantizedMethod")]
+
+
+@hookimpl
+def pagoda_executors() -> list[ExecutorSpec]:
+    return [ExecutorSpec("uniproc", "pagoda.executor.uniproc:UniProcExecutor")]
+
+
+@hookimpl
+def pagoda_kernel_providers() -> list[KernelProvider]:
+    from pagoda.ops.registry import reference_providers
+
+    return reference_providers()
+
+
+@hookimpl
+def pagoda_model_architectures() -> list[ModelArchSpec]:
+    return [ModelArchSpec(arch, target) for arch, target in MODEL_ARCHITECTURES.items()]
+
+
+@hookimpl
+def pagoda_cli_subcommands() -> list[CliCommandSpec]:
+    return [
+        CliCommandSpec(
+            "plugins",
+            "list installed plugins, their devices, backends and kernels",
+            "pagoda.cli.plugins_cmd:add_arguments",
+            "pagoda.cli.plugins_cmd:run",
+        ),
+        CliCommandSpec(
+            "collect-env",
+            "print the environment (OS, Python, torch, pagoda packages, devices)",
+            "pagoda.cli.collect_env:add_arguments",
+            "pagoda.cli.collect_env:run",
+        ),
+    ]

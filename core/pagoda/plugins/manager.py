@@ -1,0 +1,248 @@
+"""Plugin discovery: load every `pagoda.plugins` entry point through pluggy, check its
+API version, and turn its hook results into plain registries.
+
+A plugin that fails to import, targets another API version or raises in a hook is
+recorded with its traceback (shown by `pagoda plugins`, warned about at start-up); it
+never silently disappears and never takes the other plugins down with it.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import traceback
+from dataclasses import dataclass, field
+from importlib import metadata
+from types import ModuleType
+from typing import Any
+
+import pluggy
+
+from pagoda.plugins import hookspecs
+from pagoda.plugins.hookspecs import (
+    ENTRY_POINT_GROUP,
+    OLDEST_PLUGIN_API_VERSION,
+    PLUGIN_API_VERSION,
+    PROJECT_NAME,
+)
+from pagoda.plugins.registry import Registry
+from pagoda.plugins.specs import (
+    AttentionBackendSpec,
+    CliCommandSpec,
+    ExecutorSpec,
+    KernelProvider,
+    ModelArchSpec,
+    PlatformProbe,
+    PluginInfo,
+    QuantMethodSpec,
+)
+from pagoda.version import __version__
+
+logger = logging.getLogger(__name__)
+
+CORE_PLUGIN = "core"
+ALLOW_LIST_ENV = "PAGODA_PLUGINS"
+
+
+@dataclass
+class PluginRecord:
+    """What discovery learned about one plugin."""
+
+    name: str
+    distribution: str
+    version: str
+    status: str  # "loaded", "error", "refused" or "disabled"
+    api_version: int | None = None
+    error: str | None = None
+    traceback: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "loaded"
+
+
+@dataclass
+class PluginRegistries:
+    """Everything the plugins registered, as plain data."""
+
+    manager: pluggy.PluginManager
+    plugins: list[PluginRecord] = field(default_factory=list)
+    probes: Registry[PlatformProbe] = field(
+        default_factory=lambda: Registry("platform", lambda s: s.name)
+    )
+    attention_backends: Registry[AttentionBackendSpec] = field(
+        default_factory=lambda: Registry("attention backend", lambda s: s.name)
+    )
+    quant_methods: Registry[QuantMethodSpec] = field(
+        default_factory=lambda: Registry("quantization method", lambda s: s.name)
+    )
+    executors: Registry[ExecutorSpec] = field(
+        default_factory=lambda: Registry("executor", lambda s: s.name)
+    )
+    kernels: Registry[KernelProvider] = field(
+        default_factory=lambda: Registry("kernel provider for op", lambda s: s.op)
+    )
+    models: Registry[ModelArchSpec] = field(
+        default_factory=lambda: Registry("model architecture", lambda s: s.architecture)
+    )
+    cli_commands: Registry[CliCommandSpec] = field(
+        default_factory=lambda: Registry("CLI subcommand", lambda s: s.name)
+    )
+
+    def record(self, name: str) -> PluginRecord:
+        for rec in self.plugins:
+            if rec.name == name:
+                return rec
+        raise KeyError(name)
+
+    def failed(self) -> list[PluginRecord]:
+        return [r for r in self.plugins if r.status in ("error", "refused")]
+
+    def plugin_object(self, name: str) -> Any:
+        return self.manager.get_plugin(name)
+
+    def call_plugin(self, name: str, hook: str, **kwargs: Any) -> Any:
+        """Call one hook of one plugin only (so failures are attributable)."""
+        return _call_for(self.manager, self.plugin_object(name), hook, **kwargs)
+
+
+# Hook name -> (registry attribute) for the hooks that return lists of specs.
+_COLLECTION_HOOKS = {
+    "pagoda_platform_probe": "probes",
+    "pagoda_attention_backends": "attention_backends",
+    "pagoda_quant_methods": "quant_methods",
+    "pagoda_executors": "executors",
+    "pagoda_kernel_providers": "kernels",
+    "pagoda_model_architectures": "models",
+    "pagoda_cli_subcommands": "cli_commands",
+}
+
+
+def _call_for(pm: pluggy.PluginManager, plugin: object, hook: str, **kwargs: Any) -> Any:
+    others = [p for p in pm.get_plugins() if p is not plugin]
+    return pm.subset_hook_caller(hook, remove_plugins=others)(**kwargs)
+
+
+def _allow_list() -> set[str] | None:
+    raw = os.environ.get(ALLOW_LIST_ENV, "").strip()
+    if not raw:
+        return None
+    return {name.strip() for name in raw.split(",") if name.strip()}
+
+
+def _distribution_of(ep: metadata.EntryPoint) -> tuple[str, str]:
+    dist = getattr(ep, "dist", None)
+    if dist is None:
+        return ("?", "?")
+    return (dist.metadata["Name"] or "?", dist.version or "?")
+
+
+def api_incompatibility(info: PluginInfo, distribution: str) -> str | None:
+    """Why a plugin's API version is not accepted, or None when it is."""
+    if OLDEST_PLUGIN_API_VERSION <= info.api_version <= PLUGIN_API_VERSION:
+        return None
+    accepted = (
+        f"{PLUGIN_API_VERSION}"
+        if OLDEST_PLUGIN_API_VERSION == PLUGIN_API_VERSION
+        else f"{OLDEST_PLUGIN_API_VERSION}..{PLUGIN_API_VERSION}"
+    )
+    if info.api_version > PLUGIN_API_VERSION:
+        fix = f"upgrade pagoda (pip install -U pagoda) to one that supports API {info.api_version}"
+    else:
+        fix = f"upgrade the plugin (pip install -U {distribution}) to one built for API {accepted}"
+    return (
+        f"plugin {info.name!r} ({distribution} {info.version}) targets pagoda plugin API "
+        f"{info.api_version}, but pagoda {__version__} accepts API {accepted}; {fix}"
+    )
+
+
+def _register(regs: PluginRegistries, module: ModuleType, name: str, record: PluginRecord) -> None:
+    """Register one plugin module: check its info, then collect its hook results."""
+    pm = regs.manager
+    pm.register(module, name=name)
+    info = _call_for(pm, module, "pagoda_plugin_info")
+    if not isinstance(info, PluginInfo):
+        pm.unregister(module)
+        record.status = "error"
+        record.error = f"plugin {name!r} does not implement pagoda_plugin_info() -> PluginInfo"
+        return
+    record.api_version = info.api_version
+    if record.version == "?":
+        record.version = info.version
+    reason = api_incompatibility(info, record.distribution)
+    if reason is not None:
+        pm.unregister(module)
+        record.status = "refused"
+        record.error = reason
+        return
+    for hook, attr in _COLLECTION_HOOKS.items():
+        try:
+            specs = _call_for(pm, module, hook) or []
+        except Exception as exc:  # a plugin's bug must not take the others down
+            record.status = "error"
+            record.error = f"hook {hook} of plugin {name!r} raised {exc!r}"
+            record.traceback = traceback.format_exc()
+            continue
+        registry: Registry[Any] = getattr(regs, attr)
+        for group in specs:
+            for spec in group if isinstance(group, (list, tuple)) else [group]:
+                registry.add(spec, name)
+
+
+def discover_plugins() -> PluginRegistries:
+    """Load the core's built-in plugin and every installed `pagoda.plugins` entry point."""
+    from pagoda.plugins import builtin
+
+    pm = pluggy.PluginManager(PROJECT_NAME)
+    pm.add_hookspecs(hookspecs)
+    regs = PluginRegistries(manager=pm)
+
+    core = PluginRecord(CORE_PLUGIN, "pagoda", __version__, "loaded")
+    regs.plugins.append(core)
+    _register(regs, builtin, CORE_PLUGIN, core)
+
+    allow = _allow_list()
+    seen: set[str] = set()
+    for ep in sorted(metadata.entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name):
+        if ep.name in seen:
+            continue
+        seen.add(ep.name)
+        dist_name, dist_version = _distribution_of(ep)
+        record = PluginRecord(ep.name, dist_name, dist_version, "loaded")
+        regs.plugins.append(record)
+        if allow is not None and ep.name not in allow and dist_name not in allow:
+            record.status = "disabled"
+            record.error = f"not in {ALLOW_LIST_ENV}={os.environ.get(ALLOW_LIST_ENV)}"
+            continue
+        try:
+            _register(regs, ep.load(), ep.name, record)
+        except Exception as exc:
+            record.status = "error"
+            record.error = f"plugin {ep.name!r} ({dist_name}) failed to load: {exc!r}"
+            record.traceback = traceback.format_exc()
+    return regs
+
+
+_registries: PluginRegistries | None = None
+
+
+def get_registries() -> PluginRegistries:
+    """The process-wide registries, discovered on first use."""
+    global _registries
+    if _registries is None:
+        _registries = discover_plugins()
+    return _registries
+
+
+def reset_registries() -> None:
+    """Forget discovered plugins (tests, or after installing a plugin at run time)."""
+    global _registries
+    _registries = None
+
+
+def warn_about_failed_plugins(regs: PluginRegistries) -> None:
+    """Log each plugin that failed to load, with its traceback: never a silent skip."""
+    for rec in regs.failed():
+        details = f"\n{rec.traceback}" if rec.traceback else ""
+        logger.warning("Plugin %s (%s) %s: %s%s", rec.name, rec.distribution, rec.status,
+                       rec.error, details)

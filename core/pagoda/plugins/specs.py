@@ -1,0 +1,101 @@
+"""The plain data a plugin's hooks return. Nothing here imports heavy code."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from pagoda.plugins.lazy import Target
+
+ANY_PLATFORM = "*"
+
+
+@dataclass(frozen=True)
+class PluginInfo:
+    """Who a plugin is and which plugin API it was built against."""
+
+    name: str
+    version: str
+    api_version: int
+    description: str = ""
+
+
+@dataclass(frozen=True)
+class PlatformProbe:
+    """A cheap answer to "can this platform run here?", made without importing a vendor SDK.
+
+    `devices` describes the usable devices (e.g. "NVIDIA H200 (141 GiB)"); `reason` says why
+    the platform is unusable when `usable` is false. The highest `score` wins `--device auto`.
+    """
+
+    name: str
+    usable: bool
+    score: int = 0
+    devices: tuple[str, ...] = ()
+    reason: str | None = None
+
+
+@dataclass(frozen=True)
+class AttentionBackendSpec:
+    """An attention backend class (`AttentionBackend` subclass) and where it may run."""
+
+    name: str
+    backend: Target
+    platforms: tuple[str, ...] = (ANY_PLATFORM,)
+    priority: int = 0
+
+
+@dataclass(frozen=True)
+class QuantMethodSpec:
+    """A quantization method class (`QuantMethod` subclass) and where it may run."""
+
+    name: str
+    method: Target
+    platforms: tuple[str, ...] = (ANY_PLATFORM,)
+    priority: int = 0
+
+
+@dataclass(frozen=True)
+class ExecutorSpec:
+    """An executor class (`Executor` subclass)."""
+
+    name: str
+    executor: Target
+    priority: int = 0
+
+
+@dataclass(frozen=True)
+class KernelProvider:
+    """One implementation of a core op.
+
+    `impl` has the op's reference signature. `is_available()` (optional) returns None when the
+    provider can run in this process, else the reason it cannot. `supports(**static_args)`
+    (optional) says whether it handles the arguments known at setup (dtype, head size ...).
+    """
+
+    op: str
+    name: str
+    impl: Target
+    platforms: tuple[str, ...] = (ANY_PLATFORM,)
+    priority: int = 0
+    is_available: Target | None = None
+    supports: Target | None = None
+
+
+@dataclass(frozen=True)
+class ModelArchSpec:
+    """A model class for an HF `architectures` name."""
+
+    architecture: str
+    model: Target
+    priority: int = 0
+
+
+@dataclass(frozen=True)
+class CliCommandSpec:
+    """A `pagoda` subcommand: `add_arguments(parser)` then `run(args) -> exit code`."""
+
+    name: str
+    help: str
+    add_arguments: Target
+    run: Target
+    aliases: tuple[str, ...] = field(default=())

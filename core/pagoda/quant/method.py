@@ -1,0 +1,41 @@
+"""The QuantMethod interface: a per-layer strategy for linear weights."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Any, ClassVar
+
+import torch
+from torch import nn
+
+
+class QuantMethod(ABC):
+    """How a linear layer stores, loads and applies its weights.
+
+    Lifecycle: `from_config` reads the checkpoint's quantization config; for each linear
+    layer `create_weights` registers its parameters (with loaders' expected shapes);
+    after the checkpoint is loaded `process_weights_after_loading` may repack them for
+    the kernel; `apply` computes the layer's output.
+    """
+
+    name: ClassVar[str]
+
+    @classmethod
+    def from_config(cls, config: dict[str, Any]) -> QuantMethod:
+        """Build from the checkpoint's quantization config (HF `quantization_config`)."""
+        return cls()
+
+    @abstractmethod
+    def create_weights(
+        self, layer: nn.Module, input_size: int, output_size: int, dtype: torch.dtype
+    ) -> None:
+        """Register the layer's weight parameters (at least `weight`)."""
+
+    def process_weights_after_loading(self, layer: nn.Module) -> None:
+        """Repack loaded weights for the kernel; the default keeps them as loaded."""
+
+    @abstractmethod
+    def apply(
+        self, layer: nn.Module, x: torch.Tensor, bias: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """y = x @ W^T (+ bias) with this method's weights."""

@@ -1,0 +1,33 @@
+"""The CPU attention backend: paged KV cache + PyTorch SDPA per sequence."""
+
+from __future__ import annotations
+
+import torch
+
+from pagoda.attention import AttentionBackend, AttentionImpl, AttentionMetadata
+from pagoda_cpu import ops
+
+
+class CpuSdpaAttentionImpl(AttentionImpl):
+    def forward(
+        self,
+        query: torch.Tensor,
+        key: torch.Tensor,
+        value: torch.Tensor,
+        kv_cache: torch.Tensor,
+        metadata: AttentionMetadata,
+    ) -> torch.Tensor:
+        ops.reshape_and_cache(key, value, kv_cache, metadata.slot_mapping)
+        return ops.sdpa_paged_attention(
+            query, kv_cache, metadata.block_tables, metadata.query_start_loc_cpu,
+            metadata.seq_lens_cpu, self.scale, self.sliding_window,
+        )
+
+
+class CpuSdpaAttentionBackend(AttentionBackend):
+    name = "cpu_sdpa"
+    supports_logits_soft_cap = False
+
+    @classmethod
+    def get_impl_cls(cls) -> type[AttentionImpl]:
+        return CpuSdpaAttentionImpl

@@ -1,0 +1,41 @@
+"""The CPU platform."""
+
+from __future__ import annotations
+
+import os
+
+import torch
+
+from pagoda.platforms import MemoryInfo, Platform
+from pagoda_cpu.host import core_count, cpu_model, meminfo
+
+
+class CpuPlatform(Platform):
+    name = "cpu"
+    device_type = "cpu"
+    dispatch_key = "CPU"
+    supported_dtypes = (torch.float32, torch.bfloat16, torch.float16)
+    distributed_backend = "gloo"
+    preferred_attention_backends = ("cpu_sdpa", "reference")
+    supported_quant_methods = ("none",)
+    executor = "uniproc"
+
+    def device_count(self) -> int:
+        return 1
+
+    def device_name(self, index: int = 0) -> str:
+        return f"{cpu_model()} ({self.core_count()} cores)"
+
+    def core_count(self) -> int:
+        return core_count()
+
+    def memory_info(self, index: int = 0) -> MemoryInfo:
+        info = meminfo()
+        if "MemTotal" in info:
+            return MemoryInfo(info["MemTotal"], info.get("MemAvailable", info["MemFree"]))
+        pages, page_size = os.sysconf("SC_PHYS_PAGES"), os.sysconf("SC_PAGE_SIZE")
+        avail = os.sysconf("SC_AVPHYS_PAGES")
+        return MemoryInfo(pages * page_size, avail * page_size)
+
+    def torch_device(self, index: int = 0) -> torch.device:
+        return torch.device("cpu")
