@@ -118,7 +118,11 @@ class AttentionImpl(ABC):
         kv_cache: torch.Tensor,
         metadata: AttentionMetadata,
     ) -> torch.Tensor:
-        """Write key/value [T, K, D] into kv_cache, then attend query [T, H, D]; -> [T, H, D]."""
+        """Write key/value [T, K, D] into kv_cache, then attend query [T, H, D]; -> [T, H, D].
+
+        Every token's key/value of the step is written before any query attends: a
+        request may read prefix blocks that another request of the same step fills.
+        """
 
 
 class AttentionBackend(ABC):

@@ -101,9 +101,9 @@ class PluginRegistries:
     def plugin_object(self, name: str) -> Any:
         return self.manager.get_plugin(name)
 
-    def call_plugin(self, name: str, hook: str, **kwargs: Any) -> Any:
+    def call_plugin(self, plugin: str, hook: str, **kwargs: Any) -> Any:
         """Call one hook of one plugin only (so failures are attributable)."""
-        return _call_for(self.manager, self.plugin_object(name), hook, **kwargs)
+        return _call_for(self.manager, self.plugin_object(plugin), hook, **kwargs)
 
 
 # Hook name -> (registry attribute) for the hooks that return lists of specs.

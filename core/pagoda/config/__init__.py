@@ -1,0 +1,5 @@
+"""User-facing engine settings."""
+
+from pagoda.config.engine_config import CacheConfig, EngineConfig, ModelConfig, SchedulerConfig
+
+__all__ = ["CacheConfig", "EngineConfig", "ModelConfig", "SchedulerConfig"]

@@ -1,0 +1,109 @@
+"""Engine configuration: what the user asked for, validated, before anything loads."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+_DTYPES = {
+    "float32": torch.float32,
+    "float": torch.float32,
+    "fp32": torch.float32,
+    "bfloat16": torch.bfloat16,
+    "bf16": torch.bfloat16,
+    "float16": torch.float16,
+    "half": torch.float16,
+    "fp16": torch.float16,
+}
+LOAD_FORMATS = ("auto", "safetensors", "gguf", "dummy")
+
+
+def parse_dtype(dtype: str | torch.dtype) -> torch.dtype | None:
+    """A torch dtype, or None for "auto" (the platform decides)."""
+    if isinstance(dtype, torch.dtype):
+        return dtype
+    if dtype == "auto":
+        return None
+    if dtype not in _DTYPES:
+        raise ValueError(f"dtype must be auto or one of {sorted(_DTYPES)}, got {dtype!r}")
+    return _DTYPES[dtype]
+
+
+@dataclass
+class ModelConfig:
+    model: str | None = None
+    """HF directory, .gguf file, hub id or bundled name; None for the embedded default."""
+    tokenizer: str | None = None
+    dtype: str | torch.dtype = "auto"
+    load_format: str = "auto"
+    max_model_len: int | None = None
+    seed: int = 0
+    served_model_name: str | None = None
+    generation_config: str = "auto"
+    """"auto": defaults from the model's generation_config.json; "pagoda": ours only."""
+    chat_template: str | None = None
+
+    def __post_init__(self) -> None:
+        parse_dtype(self.dtype)
+        if self.load_format not in LOAD_FORMATS:
+            raise ValueError(f"load_format must be one of {LOAD_FORMATS}, got {self.load_format!r}")
+        if self.max_model_len is not None and self.max_model_len < 1:
+            raise ValueError(f"max_model_len must be >= 1, got {self.max_model_len}")
+        if self.generation_config not in ("auto", "pagoda"):
+            raise ValueError(
+                f"generation_config must be 'auto' or 'pagoda', got {self.generation_config!r}"
+            )
+
+
+@dataclass
+class CacheConfig:
+    block_size: int = 16
+    kv_cache_memory: int | None = None
+    """Bytes of KV cache; None: `memory_fraction` of the device's free memory."""
+    memory_fraction: float = 0.5
+    kv_cache_dtype: str | torch.dtype = "auto"
+    enable_prefix_caching: bool = True
+    num_blocks_override: int | None = None
+    """Exact number of KV blocks (tests, benchmarks); overrides the memory settings."""
+
+    def __post_init__(self) -> None:
+        if self.block_size < 1 or self.block_size & (self.block_size - 1):
+            raise ValueError(f"block_size must be a power of two, got {self.block_size}")
+        if self.kv_cache_memory is not None and self.kv_cache_memory <= 0:
+            raise ValueError(f"kv_cache_memory must be > 0 bytes, got {self.kv_cache_memory}")
+        if not 0 < self.memory_fraction <= 1:
+            raise ValueError(f"memory_fraction must be in (0, 1], got {self.memory_fraction}")
+        if self.num_blocks_override is not None and self.num_blocks_override < 1:
+            raise ValueError(f"num_blocks_override must be >= 1, got {self.num_blocks_override}")
+        parse_dtype(self.kv_cache_dtype)
+
+
+@dataclass
+class SchedulerConfig:
+    max_num_seqs: int = 256
+    max_num_batched_tokens: int = 2048
+    policy: str = "fcfs"
+    """"fcfs" or "priority" (lower value first, then arrival)."""
+    enable_chunked_prefill: bool = True
+
+    def __post_init__(self) -> None:
+        if self.max_num_seqs < 1:
+            raise ValueError(f"max_num_seqs must be >= 1, got {self.max_num_seqs}")
+        if self.max_num_batched_tokens < 1:
+            raise ValueError(
+                f"max_num_batched_tokens must be >= 1, got {self.max_num_batched_tokens}"
+            )
+        if self.policy not in ("fcfs", "priority"):
+            raise ValueError(f"policy must be 'fcfs' or 'priority', got {self.policy!r}")
+
+
+@dataclass
+class EngineConfig:
+    model: ModelConfig = field(default_factory=ModelConfig)
+    cache: CacheConfig = field(default_factory=CacheConfig)
+    scheduler: SchedulerConfig = field(default_factory=SchedulerConfig)
+    device: str | None = None
+    """Platform name, "auto" or None (PAGODA_DEVICE, else auto)."""
+    attention_backend: str | None = None
+    executor: str | None = None

@@ -1,0 +1,1 @@
+"""The engine: requests, KV cache manager, scheduler, engine core."""

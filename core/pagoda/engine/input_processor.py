@@ -1,0 +1,98 @@
+"""Front-end input handling: prompts to token ids, validation, `n` fan-out to Requests."""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+from typing import Any
+
+from pagoda.engine.request import Request
+from pagoda.sampling_params import SamplingParams
+
+PromptInput = str | list[int] | dict[str, Any]
+"""Text, token ids, or {"prompt": text} / {"prompt_token_ids": ids}."""
+
+
+@dataclass
+class ProcessedPrompt:
+    prompt: str | None
+    prompt_token_ids: list[int]
+
+
+class InputProcessor:
+    def __init__(self, tokenizer: Any, max_model_len: int, vocab_size: int,
+                 eos_token_id: int | None):
+        self.tokenizer = tokenizer
+        self.max_model_len = max_model_len
+        self.vocab_size = vocab_size
+        self.eos_token_id = eos_token_id
+
+    def tokenize(self, prompt: PromptInput) -> ProcessedPrompt:
+        if isinstance(prompt, dict):
+            if "prompt_token_ids" in prompt:
+                return self.tokenize(list(prompt["prompt_token_ids"]))
+            if "prompt" in prompt:
+                return self.tokenize(prompt["prompt"])
+            raise ValueError("prompt dict needs 'prompt' or 'prompt_token_ids'")
+        if isinstance(prompt, str):
+            return ProcessedPrompt(prompt, self.tokenizer.encode(prompt))
+        if isinstance(prompt, (list, tuple)) and all(isinstance(t, int) for t in prompt):
+            return ProcessedPrompt(None, list(prompt))
+        raise TypeError(f"prompt must be text, a list of token ids or a dict, got {type(prompt)}")
+
+    def validate(self, prompt: ProcessedPrompt, params: SamplingParams) -> int:
+        """Check the prompt and params against the model; return the resolved max_tokens."""
+        ids = prompt.prompt_token_ids
+        if not ids:
+            raise ValueError("prompt is empty: it must contain at least one token")
+        bad = next((t for t in ids if not 0 <= t < self.vocab_size), None)
+        if bad is not None:
+            raise ValueError(f"prompt token id {bad} is out of range [0, {self.vocab_size})")
+        params.validate_for_vocab(self.vocab_size)
+        room = self.max_model_len - len(ids)
+        if room <= 0:
+            raise ValueError(
+                f"prompt is {len(ids)} tokens, but the model's context length (max_model_len) "
+                f"is {self.max_model_len}: it leaves no room for output"
+            )
+        if params.max_tokens is None:
+            return room
+        if params.max_tokens > room:
+            raise ValueError(
+                f"max_tokens={params.max_tokens} plus the prompt's {len(ids)} tokens exceeds the "
+                f"model's context length (max_model_len) of {self.max_model_len}"
+            )
+        return params.max_tokens
+
+    def make_requests(self, request_id: str, prompt: ProcessedPrompt, params: SamplingParams,
+                      priority: int = 0, arrival_time: float | None = None) -> list[Request]:
+        """One Request per completion; siblings of n > 1 share the first one's prompt blocks."""
+        max_tokens = self.validate(prompt, params)
+        if params.bad_words:
+            params.encode_bad_words(self._encode_no_special)
+        requests: list[Request] = []
+        for index in range(params.n):
+            child_params = params
+            if params.n > 1:
+                child_params = copy.copy(params)
+                if params.seed is not None:
+                    child_params.seed = params.seed + index
+            extra = {} if arrival_time is None else {"arrival_time": arrival_time}
+            requests.append(Request(
+                request_id=child_request_id(request_id, index, params.n),
+                prompt_token_ids=prompt.prompt_token_ids,
+                sampling_params=child_params,
+                max_tokens=max_tokens,
+                eos_token_id=self.eos_token_id,
+                priority=priority,
+                fork_of=requests[0] if requests else None,
+                **extra,
+            ))
+        return requests
+
+    def _encode_no_special(self, text: str) -> list[int]:
+        return self.tokenizer.encode(text, add_special_tokens=False)
+
+
+def child_request_id(request_id: str, index: int, n: int) -> str:
+    return request_id if n == 1 else f"{request_id}#{index}"

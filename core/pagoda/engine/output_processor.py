@@ -1,0 +1,171 @@
+"""Front-end output handling: detokenize, apply stop strings, build RequestOutputs."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from pagoda.engine.detokenizer import IncrementalDetokenizer
+from pagoda.engine.input_processor import ProcessedPrompt
+from pagoda.engine.request import Request
+from pagoda.engine.scheduler_output import EngineCoreOutput, TokenLogprobs
+from pagoda.outputs import CompletionOutput, RequestOutput
+from pagoda.sampling_params import SamplingParams
+
+
+@dataclass
+class _Completion:
+    """The front end's view of one child request."""
+
+    index: int
+    params: SamplingParams
+    detokenizer: IncrementalDetokenizer | None
+    text: str = ""
+    token_ids: list[int] = field(default_factory=list)
+    logprobs: list[TokenLogprobs] = field(default_factory=list)
+    cumulative_logprob: float = 0.0
+    finish_reason: str | None = None
+    stop_reason: int | str | None = None
+
+    def output(self) -> CompletionOutput:
+        wants_logprobs = self.params.logprobs is not None
+        return CompletionOutput(
+            self.index, self.text, list(self.token_ids),
+            self.cumulative_logprob if wants_logprobs else None,
+            list(self.logprobs) if wants_logprobs else None,
+            self.finish_reason, self.stop_reason,
+        )
+
+
+@dataclass
+class _Parent:
+    request_id: str
+    prompt: ProcessedPrompt
+    children: dict[str, _Completion]
+    prompt_logprobs: list[TokenLogprobs | None] | None
+    arrival_time: float
+    num_cached_tokens: int = 0
+    first_token_time: float | None = None
+
+    @property
+    def finished(self) -> bool:
+        return all(c.finish_reason is not None for c in self.children.values())
+
+    def output(self) -> RequestOutput:
+        now = time.monotonic()
+        metrics = {"arrival_time": self.arrival_time, "last_token_time": now}
+        if self.first_token_time is not None:
+            metrics["first_token_time"] = self.first_token_time
+        return RequestOutput(
+            self.request_id, self.prompt.prompt, self.prompt.prompt_token_ids,
+            [c.output() for c in sorted(self.children.values(), key=lambda c: c.index)],
+            self.finished, self.prompt_logprobs, self.num_cached_tokens, metrics,
+        )
+
+
+class OutputProcessor:
+    def __init__(self, tokenizer: Any):
+        self.tokenizer = tokenizer
+        self._parents: dict[str, _Parent] = {}
+        self._parent_of: dict[str, str] = {}
+
+    def add(self, request_id: str, prompt: ProcessedPrompt, requests: list[Request]) -> None:
+        params = requests[0].sampling_params
+        children = {}
+        for index, request in enumerate(requests):
+            p = request.sampling_params
+            detok = None
+            if p.detokenize:
+                detok = IncrementalDetokenizer(self.tokenizer, prompt.prompt_token_ids,
+                                               p.skip_special_tokens,
+                                               p.spaces_between_special_tokens)
+            children[request.request_id] = _Completion(index, p, detok)
+            self._parent_of[request.request_id] = request_id
+        self._parents[request_id] = _Parent(
+            request_id, prompt, children,
+            [None] if params.prompt_logprobs is not None else None,
+            requests[0].arrival_time,
+        )
+
+    def has_request(self, request_id: str) -> bool:
+        return request_id in self._parents
+
+    def child_ids(self, request_id: str) -> list[str]:
+        parent = self._parents.get(request_id)
+        return list(parent.children) if parent else []
+
+    def abort(self, request_id: str) -> RequestOutput | None:
+        """Mark a request aborted and forget it; returns its final output."""
+        parent = self._parents.pop(request_id, None)
+        if parent is None:
+            return None
+        for child_id, child in parent.children.items():
+            self._parent_of.pop(child_id, None)
+            if child.finish_reason is None:
+                child.finish_reason = "abort"
+        return parent.output()
+
+    def process(self, outputs: list[EngineCoreOutput]) -> tuple[list[RequestOutput], list[str]]:
+        """Apply one step's outputs. Returns the updated requests and the child ids the
+        core must stop (they hit a stop string)."""
+        updated: dict[str, _Parent] = {}
+        to_abort: list[str] = []
+        for out in outputs:
+            parent_id = self._parent_of.get(out.request_id)
+            if parent_id is None:
+                continue
+            parent = self._parents[parent_id]
+            child = parent.children[out.request_id]
+            if out.new_prompt_logprobs and parent.prompt_logprobs is not None and child.index == 0:
+                parent.prompt_logprobs.extend(out.new_prompt_logprobs)
+            if out.new_token_ids:
+                parent.first_token_time = parent.first_token_time or time.monotonic()
+                parent.num_cached_tokens = max(parent.num_cached_tokens, out.num_cached_tokens)
+                if self._add_tokens(child, out):
+                    to_abort.append(out.request_id)
+            updated[parent_id] = parent
+        results = []
+        for parent_id, parent in updated.items():
+            results.append(parent.output())
+            if parent.finished:
+                del self._parents[parent_id]
+                for child_id in parent.children:
+                    self._parent_of.pop(child_id, None)
+        return results, to_abort
+
+    def _add_tokens(self, child: _Completion, out: EngineCoreOutput) -> bool:
+        """Append tokens and text; True when a stop string ended the completion."""
+        params = child.params
+        child.token_ids.extend(out.new_token_ids)
+        for lp in out.new_logprobs:
+            child.logprobs.append(lp)
+            child.cumulative_logprob += lp.logprobs[0]
+        child.finish_reason, child.stop_reason = out.finish_reason, out.stop_reason
+        if child.detokenizer is None:
+            return False
+        new_ids = out.new_token_ids
+        stopped_by_token = out.finish_reason == "stop" and not params.include_stop_str_in_output
+        if stopped_by_token:
+            new_ids = new_ids[:-1]  # the eos / stop token's own text is not part of the output
+        start = len(child.text)
+        for token in new_ids:
+            child.text += child.detokenizer.add_token(token)
+        if child.finish_reason is None and params.stop:
+            return self._apply_stop_strings(child, start)
+        return False
+
+    @staticmethod
+    def _apply_stop_strings(child: _Completion, start: int) -> bool:
+        params = child.params
+        best: tuple[int, str] | None = None
+        for stop in params.stop:
+            index = child.text.find(stop, max(0, start - len(stop) + 1))
+            if index != -1 and (best is None or index < best[0]):
+                best = (index, stop)
+        if best is None:
+            return False
+        index, stop = best
+        child.text = child.text[: index + len(stop) if params.include_stop_str_in_output else index]
+        child.finish_reason, child.stop_reason = "stop", stop
+        return True

@@ -1,0 +1,226 @@
+"""The scheduler: each step, how many tokens of which request to compute.
+
+There is no prefill or decode mode. Running requests are served first (a decode needs
+one token, a partly computed prompt the rest of it), then waiting ones, under a token
+budget and a sequence limit; prompts longer than the budget are computed in chunks.
+When the KV cache runs out, the lowest-ranked running request (the newest under FCFS)
+is preempted: its blocks are freed and it is recomputed later, producing the same output.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from pagoda.config import SchedulerConfig
+from pagoda.engine.kv_cache_manager import KVCacheManager
+from pagoda.engine.request import Request, RequestStatus
+from pagoda.engine.scheduler_output import (
+    EngineCoreOutput,
+    ModelRunnerOutput,
+    NewRequestData,
+    ScheduledRequest,
+    SchedulerOutput,
+)
+
+
+class Scheduler:
+    def __init__(self, config: SchedulerConfig, kv_cache: KVCacheManager, max_model_len: int):
+        self.config = config
+        self.kv_cache = kv_cache
+        self.max_model_len = max_model_len
+        self.requests: dict[str, Request] = {}
+        self.waiting: list[Request] = []
+        self.running: list[Request] = []
+        self.num_preemptions = 0
+        self._finished_ids: list[str] = []
+        self._new_to_workers: set[str] = set()
+
+    # ---- queue management -------------------------------------------------------------
+
+    def _rank(self, request: Request) -> tuple[float, ...]:
+        """Sort key: lower is served first (and preempted last)."""
+        if self.config.policy == "priority":
+            return (request.priority, request.arrival_time)
+        return (request.arrival_time,)
+
+    def add_request(self, request: Request) -> None:
+        if request.request_id in self.requests:
+            raise ValueError(f"request id {request.request_id!r} is already in use")
+        self.requests[request.request_id] = request
+        self.waiting.append(request)
+        self.waiting.sort(key=self._rank)
+
+    def finish_requests(self, request_ids: Iterable[str], status: RequestStatus) -> None:
+        """Finish (e.g. abort) requests now, freeing their blocks at once."""
+        for request_id in request_ids:
+            request = self.requests.get(request_id)
+            if request is None or request.is_finished:
+                continue
+            if request.status == RequestStatus.RUNNING:
+                self.running.remove(request)
+            else:
+                self.waiting.remove(request)
+            self._finish(request, status)
+
+    def _finish(self, request: Request, status: RequestStatus) -> None:
+        request.status = status
+        self.kv_cache.free(request)
+        self._finished_ids.append(request.request_id)
+        del self.requests[request.request_id]
+
+    @property
+    def num_running(self) -> int:
+        return len(self.running)
+
+    @property
+    def num_waiting(self) -> int:
+        return len(self.waiting)
+
+    def has_unfinished_requests(self) -> bool:
+        return bool(self.waiting or self.running)
+
+    # ---- scheduling -------------------------------------------------------------------
+
+    def _preempt(self, request: Request) -> None:
+        self.running.remove(request)
+        self.kv_cache.free(request)
+        request.status = RequestStatus.PREEMPTED
+        request.num_computed_tokens = 0
+        request.num_preemptions += 1
+        self.num_preemptions += 1
+        self._finished_ids.append(request.request_id)  # workers drop its state
+        self.waiting.append(request)
+        self.waiting.sort(key=self._rank)
+
+    def _tokens_wanted(self, request: Request, budget: int) -> int:
+        remaining = request.num_tokens - request.num_computed_tokens
+        return min(remaining, budget, self.max_model_len - request.num_computed_tokens)
+
+    def schedule(self) -> SchedulerOutput:
+        budget = self.config.max_num_batched_tokens
+        planned: dict[str, int] = {}
+        preempted = False
+
+        for request in list(self.running):
+            if budget <= 0:
+                break
+            if request.status != RequestStatus.RUNNING:
+                continue  # preempted earlier in this loop
+            num_new = self._tokens_wanted(request, budget)
+            if num_new <= 0:
+                continue
+            while not self.kv_cache.allocate_slots(request, num_new):
+                victim = max(self.running, key=self._rank)
+                if victim.request_id in planned:
+                    budget += planned.pop(victim.request_id)
+                self._preempt(victim)
+                preempted = True
+                if victim is request:
+                    break
+            else:
+                planned[request.request_id] = num_new
+                budget -= num_new
+
+        if not preempted:
+            budget = self._schedule_waiting(planned, budget)
+        return self._build_output(planned)
+
+    def _schedule_waiting(self, planned: dict[str, int], budget: int) -> int:
+        for request in list(self.waiting):
+            if budget <= 0 or len(self.running) >= self.config.max_num_seqs:
+                break
+            parent = request.fork_of
+            if parent is not None and parent.status == RequestStatus.RUNNING and (
+                parent.num_computed_tokens < parent.num_prompt_tokens
+            ):
+                continue  # wait to share the first sibling's prompt blocks
+            computed = self.kv_cache.find_computed_blocks(request)
+            num_cached = len(computed) * self.kv_cache.block_size
+            num_new = min(request.num_tokens - num_cached, budget)
+            if not self.config.enable_chunked_prefill and num_new < request.num_tokens - num_cached:
+                break
+            if not self.kv_cache.allocate_slots(request, num_new, computed):
+                break
+            self.waiting.remove(request)
+            self.running.append(request)
+            if request.num_cached_tokens < 0:
+                request.num_cached_tokens = num_cached
+                self.kv_cache.stats.record(request.num_tokens, num_cached)
+            request.status = RequestStatus.RUNNING
+            request.num_computed_tokens = num_cached
+            self._new_to_workers.add(request.request_id)
+            planned[request.request_id] = num_new
+            budget -= num_new
+        return budget
+
+    def _build_output(self, planned: dict[str, int]) -> SchedulerOutput:
+        out = SchedulerOutput(finished_request_ids=self._finished_ids)
+        self._finished_ids = []
+        for request in self.running:
+            num_new = planned.get(request.request_id)
+            if not num_new:
+                continue
+            start = request.num_computed_tokens
+            if request.request_id in self._new_to_workers:
+                out.new_requests.append(NewRequestData(
+                    request.request_id, request.prompt_token_ids, list(request.output_token_ids),
+                    request.sampling_params, request.eos_token_id,
+                ))
+            out.scheduled.append(ScheduledRequest(
+                request_id=request.request_id,
+                num_computed_tokens=start,
+                token_ids=request.token_ids_between(start, start + num_new),
+                block_ids=self.kv_cache.block_ids(request.request_id),
+                sample=start + num_new == request.num_tokens,
+            ))
+            request.num_computed_tokens = start + num_new
+        self._new_to_workers.clear()
+        return out
+
+    # ---- results ----------------------------------------------------------------------
+
+    def update_from_output(
+        self, scheduled: SchedulerOutput, result: ModelRunnerOutput
+    ) -> list[EngineCoreOutput]:
+        """Append sampled tokens, apply token-level stop conditions, free what finished."""
+        outputs = []
+        for item in scheduled.scheduled:
+            request = self.requests.get(item.request_id)
+            if request is None or request.status != RequestStatus.RUNNING:
+                continue  # aborted while the step ran
+            prompt_lp = result.prompt_logprobs.get(item.request_id, [])
+            token = result.sampled.get(item.request_id)
+            if token is None:
+                if prompt_lp:
+                    outputs.append(EngineCoreOutput(item.request_id, [],
+                                                    new_prompt_logprobs=prompt_lp))
+                continue
+            request.output_token_ids.append(token)
+            status = self._check_stop(request, token)
+            logprobs = result.logprobs.get(item.request_id)
+            outputs.append(EngineCoreOutput(
+                item.request_id, [token],
+                new_logprobs=[logprobs] if logprobs else [],
+                new_prompt_logprobs=prompt_lp,
+                finish_reason=status.finish_reason if status else None,
+                stop_reason=request.stop_reason,
+                num_cached_tokens=max(request.num_cached_tokens, 0),
+            ))
+            if status is not None:
+                self.running.remove(request)
+                self._finish(request, status)
+        return outputs
+
+    def _check_stop(self, request: Request, token: int) -> RequestStatus | None:
+        params = request.sampling_params
+        if request.num_output_tokens >= (params.min_tokens or 0):
+            if token == request.eos_token_id and not params.ignore_eos:
+                return RequestStatus.FINISHED_STOPPED
+            if token in (params.stop_token_ids or ()):
+                request.stop_reason = token
+                return RequestStatus.FINISHED_STOPPED
+        if request.num_output_tokens >= request.max_tokens:
+            return RequestStatus.FINISHED_LENGTH
+        if request.num_tokens >= self.max_model_len:
+            return RequestStatus.FINISHED_LENGTH
+        return None

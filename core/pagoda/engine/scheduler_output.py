@@ -1,0 +1,85 @@
+"""What the scheduler tells the workers each step, and what comes back. Plain data, so it
+can cross process boundaries."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pagoda.sampling_params import SamplingParams
+
+
+@dataclass
+class NewRequestData:
+    """A request the workers have not seen, or one resuming after preemption."""
+
+    request_id: str
+    prompt_token_ids: list[int]
+    output_token_ids: list[int]
+    sampling_params: SamplingParams
+    eos_token_id: int | None
+
+
+@dataclass
+class ScheduledRequest:
+    """One request's share of a step."""
+
+    request_id: str
+    num_computed_tokens: int
+    """Tokens already in the KV cache; this step's positions start here."""
+    token_ids: list[int]
+    """Tokens to compute this step."""
+    block_ids: list[int]
+    """The request's whole block table."""
+    sample: bool
+    """Whether this step reaches the request's last known token, so a new one is sampled."""
+
+
+@dataclass
+class SchedulerOutput:
+    new_requests: list[NewRequestData] = field(default_factory=list)
+    scheduled: list[ScheduledRequest] = field(default_factory=list)
+    finished_request_ids: list[str] = field(default_factory=list)
+    """Requests finished, aborted or preempted since the last step: workers drop their state."""
+
+    @property
+    def num_tokens(self) -> int:
+        return sum(len(s.token_ids) for s in self.scheduled)
+
+    @property
+    def is_empty(self) -> bool:
+        return not self.scheduled
+
+
+@dataclass
+class TokenLogprobs:
+    """Logprobs at one position: the chosen token first, then the top-k."""
+
+    token_ids: list[int]
+    logprobs: list[float]
+    rank: int
+    """Rank of the chosen token (1 = most likely)."""
+
+
+@dataclass
+class ModelRunnerOutput:
+    """Per request that sampled this step: its new token (and logprobs)."""
+
+    sampled: dict[str, int] = field(default_factory=dict)
+    logprobs: dict[str, TokenLogprobs] = field(default_factory=dict)
+    prompt_logprobs: dict[str, list[TokenLogprobs]] = field(default_factory=dict)
+    """Logprobs of the prompt tokens computed this step (each chunk of a prefill)."""
+
+
+@dataclass
+class EngineCoreOutput:
+    """What the front end hears about one request after a step."""
+
+    request_id: str
+    new_token_ids: list[int]
+    new_logprobs: list[TokenLogprobs] = field(default_factory=list)
+    new_prompt_logprobs: list[TokenLogprobs] = field(default_factory=list)
+    finish_reason: str | None = None
+    stop_reason: int | str | None = None
+    num_cached_tokens: int = 0

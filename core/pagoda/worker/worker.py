@@ -1,0 +1,110 @@
+"""The default Worker: one device of any platform, driven through its interfaces."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import torch
+
+from pagoda.attention.backend import AttentionConfig, KVCacheSpec
+from pagoda.attention.selector import select_attention_backend
+from pagoda.config import EngineConfig
+from pagoda.config.engine_config import parse_dtype
+from pagoda.engine.scheduler_output import ModelRunnerOutput, SchedulerOutput
+from pagoda.executor.base import Worker as WorkerBase
+from pagoda.model_source import ModelSource
+from pagoda.ops import OpTable, use_ops
+from pagoda.platforms import resolve_platform
+from pagoda.worker.model_loading import attention_shape, build_model
+from pagoda.worker.model_runner import ModelRunner
+
+logger = logging.getLogger(__name__)
+
+
+class Worker(WorkerBase):
+    config: EngineConfig
+
+    def __init__(self, config: EngineConfig, source: ModelSource, hf_config: Any, **kwargs: Any):
+        super().__init__(config, **kwargs)
+        self.source = source
+        self.hf_config = hf_config
+        self.runner: ModelRunner | None = None
+
+    def init_device(self) -> None:
+        self.platform = resolve_platform(self.config.device)
+        self.platform.set_device(self.local_rank)
+        self.device = self.platform.torch_device(self.local_rank)
+        torch.manual_seed(self.config.model.seed)
+
+    def _dtypes(self) -> tuple[torch.dtype, torch.dtype]:
+        dtype = parse_dtype(self.config.model.dtype) or self.platform.default_dtype
+        if dtype not in self.platform.supported_dtypes:
+            raise ValueError(
+                f"dtype {dtype} is not supported on {self.platform.name!r} "
+                f"(supported: {self.platform.supported_dtypes})"
+            )
+        kv_dtype = parse_dtype(self.config.cache.kv_cache_dtype) or dtype
+        return dtype, kv_dtype
+
+    def load_model(self) -> None:
+        dtype, kv_dtype = self._dtypes()
+        num_heads, num_kv_heads, head_size, sliding_window = attention_shape(self.hf_config)
+        attn_config = AttentionConfig(
+            num_heads, num_kv_heads, head_size, dtype, kv_dtype,
+            self.config.cache.block_size, sliding_window,
+        )
+        self.attn_backend = select_attention_backend(
+            self.platform, attn_config, self.config.attention_backend
+        )
+        self.ops = OpTable(self.platform.name, dtype=dtype)
+        with use_ops(self.ops):
+            self.model = build_model(
+                self.source, self.hf_config, dtype=dtype, device=self.device,
+                attn_backend=self.attn_backend, load_format=self.config.model.load_format,
+                seed=self.config.model.seed,
+            )
+        self.kv_spec = KVCacheSpec(self.config.cache.block_size, num_kv_heads, head_size, kv_dtype)
+        self.num_layers = self.model.num_attention_layers
+        logger.info("Loaded %s on %s with attention backend %s (%s)", self.source.name,
+                    self.platform.device_name(self.local_rank), self.attn_backend.name, dtype)
+
+    def determine_num_kv_blocks(self) -> int:
+        cache = self.config.cache
+        if cache.num_blocks_override is not None:
+            return cache.num_blocks_override
+        per_block = self.kv_spec.block_bytes * self.num_layers
+        if cache.kv_cache_memory is not None:
+            budget = cache.kv_cache_memory
+        else:
+            budget = int(self.platform.memory_info(self.local_rank).available * cache.memory_fraction)
+        num_blocks = budget // per_block
+        if num_blocks < 1:
+            raise ValueError(
+                f"KV cache budget of {budget} bytes is below one block ({per_block} bytes for "
+                f"{self.num_layers} layers); raise --kv-cache-memory"
+            )
+        return num_blocks
+
+    def initialize_cache(self, num_blocks: int) -> None:
+        shape = self.attn_backend.kv_cache_shape(self.kv_spec, num_blocks)
+        kv_caches = [torch.zeros(shape, dtype=self.kv_spec.dtype, device=self.device)
+                     for _ in range(self.num_layers)]
+        builder = self.attn_backend.get_builder_cls()(self.kv_spec, self.device)
+        self.runner = ModelRunner(
+            self.model, kv_caches, builder, self.kv_spec.block_size,
+            self.hf_config.vocab_size, self.device, seed=self.config.model.seed,
+        )
+
+    def execute_model(self, scheduler_output: SchedulerOutput) -> ModelRunnerOutput:
+        assert self.runner is not None, "initialize_cache() must run before execute_model()"
+        return self.runner.execute_model(scheduler_output)
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "platform": self.platform.name,
+            "device": self.platform.device_name(self.local_rank),
+            "attention_backend": self.attn_backend.name,
+            "dtype": str(self._dtypes()[0]).removeprefix("torch."),
+            "ops": dict(self.ops.providers),
+        }
