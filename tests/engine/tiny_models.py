@@ -1,0 +1,66 @@
+"""Tiny random HF checkpoints of each supported architecture, made in the test run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+from tokenizers import Tokenizer, models, pre_tokenizers
+from transformers import (
+    AutoModelForCausalLM,
+    LlamaConfig,
+    MistralConfig,
+    PretrainedConfig,
+    PreTrainedTokenizerFast,
+    Qwen2Config,
+    Qwen3Config,
+)
+
+VOCAB = 256
+_COMMON = dict(
+    vocab_size=VOCAB, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+    num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512,
+    bos_token_id=1, eos_token_id=2, tie_word_embeddings=False,
+)
+
+
+def tiny_configs() -> dict[str, PretrainedConfig]:
+    return {
+        "llama": LlamaConfig(**_COMMON, rope_theta=10000.0),
+        "mistral": MistralConfig(**_COMMON, sliding_window=None),
+        "qwen2": Qwen2Config(**{**_COMMON, "tie_word_embeddings": True}),
+        "qwen3": Qwen3Config(**_COMMON, head_dim=32),
+    }
+
+
+def save_tokenizer(path: Path) -> None:
+    """A word-level tokenizer: token i is the word "t{i}"."""
+    vocab = {f"t{i}": i for i in range(VOCAB)}
+    tok = Tokenizer(models.WordLevel(vocab, unk_token="t0"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    PreTrainedTokenizerFast(
+        tokenizer_object=tok, bos_token="t1", eos_token="t2", unk_token="t0"
+    ).save_pretrained(path)
+
+
+def make_checkpoint(path: Path, config: PretrainedConfig, seed: int = 0) -> Path:
+    """Save a random float32 model of `config` (with a tokenizer) to `path`."""
+    torch.manual_seed(seed)
+    model = AutoModelForCausalLM.from_config(config, torch_dtype=torch.float32)
+    model.save_pretrained(path)
+    save_tokenizer(path)
+    return path
+
+
+def hf_greedy(path: Path, prompts: list[list[int]], max_new_tokens: int) -> list[list[int]]:
+    """HF transformers' greedy continuation of each prompt, one at a time, eos ignored."""
+    model = AutoModelForCausalLM.from_pretrained(path, torch_dtype=torch.float32).eval()
+    outputs = []
+    with torch.inference_mode():
+        for prompt in prompts:
+            ids = torch.tensor([prompt])
+            out = model.generate(ids, attention_mask=torch.ones_like(ids),
+                                 max_new_tokens=max_new_tokens, min_new_tokens=max_new_tokens,
+                                 do_sample=False, eos_token_id=None, pad_token_id=0)
+            outputs.append(out[0, len(prompt):].tolist())
+    return outputs
