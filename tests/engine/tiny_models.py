@@ -34,12 +34,12 @@ def tiny_configs() -> dict[str, PretrainedConfig]:
 
 
 def save_tokenizer(path: Path) -> None:
-    """A word-level tokenizer: token i is the word "t{i}"."""
-    vocab = {f"t{i}": i for i in range(VOCAB)}
-    tok = Tokenizer(models.WordLevel(vocab, unk_token="t0"))
-    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    """A word-level tokenizer: token i >= 3 is the word "w{i}"; 0-2 are unk, bos, eos."""
+    vocab = {"<unk>": 0, "<s>": 1, "</s>": 2} | {f"w{i}": i for i in range(3, VOCAB)}
+    tok = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
     PreTrainedTokenizerFast(
-        tokenizer_object=tok, bos_token="t1", eos_token="t2", unk_token="t0"
+        tokenizer_object=tok, bos_token="<s>", eos_token="</s>", unk_token="<unk>"
     ).save_pretrained(path)
 
 
