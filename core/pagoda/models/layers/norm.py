@@ -1,0 +1,29 @@
+"""RMSNorm through the resolved rms_norm / fused_add_rms_norm ops."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from pagoda.ops import current_ops
+
+
+class RMSNorm(nn.Module):
+    """x / rms(x) * weight over the last dim (any leading shape, e.g. per head)."""
+
+    def __init__(self, size: int, eps: float, *, dtype: torch.dtype):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.empty(size, dtype=dtype), requires_grad=False)
+        ops = current_ops()
+        self._rms_norm = ops.rms_norm
+        self._fused_add_rms_norm = ops.fused_add_rms_norm
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self._rms_norm(x, self.weight, self.eps)
+
+    def add_norm(
+        self, x: torch.Tensor, residual: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """(norm(x + residual), x + residual): the residual stream's add fused with the norm."""
+        return self._fused_add_rms_norm(x, residual, self.weight, self.eps)

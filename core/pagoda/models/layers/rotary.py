@@ -1,0 +1,164 @@
+"""Rotary position embedding: RoPE settings from an HF config, scaled frequencies, the layer.
+
+Supported `rope_type`s: default, linear, dynamic (NTK, static: frequencies for the longest
+scaled length, since a paged cache cannot re-rotate cached keys), llama3, yarn.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+from torch import nn
+
+from pagoda.ops import current_ops
+
+ROPE_TYPES = ("default", "linear", "dynamic", "llama3", "yarn")
+
+
+def rope_parameters(config: Any) -> dict[str, Any]:
+    """The config's RoPE settings as one dict with `rope_type`, `rope_theta` and any scaling.
+
+    Reads transformers-5 `config.rope_parameters`, or the older `rope_theta` + `rope_scaling`.
+    """
+    params = dict(
+        getattr(config, "rope_parameters", None) or getattr(config, "rope_scaling", None) or {}
+    )
+    params["rope_type"] = params.get("rope_type") or params.get("type") or "default"
+    params.pop("type", None)
+    if params.get("rope_theta") is None:
+        params["rope_theta"] = getattr(config, "rope_theta", None) or 10000.0
+    if params.get("partial_rotary_factor") is None:
+        params["partial_rotary_factor"] = getattr(config, "partial_rotary_factor", None) or 1.0
+    if params.get("original_max_position_embeddings") is None:
+        params["original_max_position_embeddings"] = (
+            getattr(config, "original_max_position_embeddings", None)
+            or config.max_position_embeddings
+        )
+    if params["rope_type"] not in ROPE_TYPES:
+        raise ValueError(
+            f"Unsupported rope_type {params['rope_type']!r} (supported: {', '.join(ROPE_TYPES)})"
+        )
+    return params
+
+
+def _base_inv_freq(base: float, rot_dim: int) -> torch.Tensor:
+    exponents = torch.arange(0, rot_dim, 2, dtype=torch.float32) / rot_dim
+    return 1.0 / (base**exponents)
+
+
+def _llama3_inv_freq(inv_freq: torch.Tensor, params: dict[str, Any]) -> torch.Tensor:
+    """Divide low frequencies by `factor`, keep high ones, blend smoothly in between."""
+    factor, low, high = params["factor"], params["low_freq_factor"], params["high_freq_factor"]
+    context = params["original_max_position_embeddings"]
+    wavelen = 2 * math.pi / inv_freq
+    smooth = ((context / wavelen - low) / (high - low)).clamp(0.0, 1.0)
+    return (1 - smooth) * inv_freq / factor + smooth * inv_freq
+
+
+def _yarn_mscale(factor: float, mscale: float = 1.0) -> float:
+    return 1.0 if factor <= 1 else 0.1 * mscale * math.log(factor) + 1.0
+
+
+def _yarn_inv_freq(
+    params: dict[str, Any], rot_dim: int, max_position: int
+) -> tuple[torch.Tensor, float]:
+    """Interpolate slow-rotating dims by `factor`, keep fast ones, ramp linearly in between."""
+    context = params["original_max_position_embeddings"]
+    base, factor = params["rope_theta"], params.get("factor") or max_position / context
+    beta_fast, beta_slow = params.get("beta_fast") or 32, params.get("beta_slow") or 1
+
+    def dim_for(rotations: float) -> float:
+        return rot_dim * math.log(context / (rotations * 2 * math.pi)) / (2 * math.log(base))
+
+    low, high = dim_for(beta_fast), dim_for(beta_slow)
+    if params.get("truncate", True):
+        low, high = math.floor(low), math.ceil(high)
+    low, high = max(low, 0), min(high, rot_dim - 1)
+    if low == high:
+        high += 0.001
+    ramp = ((torch.arange(rot_dim // 2, dtype=torch.float32) - low) / (high - low)).clamp(0, 1)
+    inv_freq = _base_inv_freq(base, rot_dim)
+    inv_freq = inv_freq / factor * ramp + inv_freq * (1 - ramp)
+
+    attention_factor = params.get("attention_factor")
+    if attention_factor is None:
+        mscale, mscale_all_dim = params.get("mscale"), params.get("mscale_all_dim")
+        if mscale and mscale_all_dim:
+            attention_factor = _yarn_mscale(factor, mscale) / _yarn_mscale(factor, mscale_all_dim)
+        else:
+            attention_factor = _yarn_mscale(factor)
+    return inv_freq, float(attention_factor)
+
+
+def inverse_frequencies(
+    params: dict[str, Any], rot_dim: int, max_position: int
+) -> tuple[torch.Tensor, float]:
+    """(inverse frequencies [rot_dim // 2] float32, factor applied to cos and sin).
+
+    `max_position` is the config's `max_position_embeddings`.
+    """
+    rope_type, base = params["rope_type"], params["rope_theta"]
+    if rope_type == "yarn":
+        return _yarn_inv_freq(params, rot_dim, max_position)
+    if rope_type == "dynamic":
+        factor = params["factor"]
+        base = base * (factor * factor - (factor - 1)) ** (rot_dim / (rot_dim - 2))
+    inv_freq = _base_inv_freq(base, rot_dim)
+    if rope_type == "linear":
+        inv_freq = inv_freq / params["factor"]
+    elif rope_type == "llama3":
+        inv_freq = _llama3_inv_freq(inv_freq, params)
+    return inv_freq, 1.0
+
+
+def max_rope_position(params: dict[str, Any], max_position: int) -> int:
+    """Positions the cos/sin table covers: the config's, or the scaled original length."""
+    scaled = params["original_max_position_embeddings"] * (params.get("factor") or 1.0)
+    return max(max_position, int(scaled))
+
+
+class RotaryEmbedding(nn.Module):
+    """Rotates the first `rot_dim` dims of each query/key head by its token's position."""
+
+    def __init__(
+        self,
+        head_size: int,
+        rot_dim: int,
+        inv_freq: torch.Tensor,
+        max_position: int,
+        *,
+        attention_factor: float = 1.0,
+        is_neox: bool = True,
+    ):
+        super().__init__()
+        self.head_size = head_size
+        self.rot_dim = rot_dim
+        self.is_neox = is_neox
+        angles = torch.outer(torch.arange(max_position, dtype=torch.float32), inv_freq.float())
+        cos_sin = torch.cat((angles.cos(), angles.sin()), dim=-1) * attention_factor
+        self.register_buffer("cos_sin_cache", cos_sin, persistent=False)  # [max_pos, rot_dim]
+        self._rotary_embedding = current_ops().rotary_embedding
+
+    def forward(
+        self, positions: torch.Tensor, query: torch.Tensor, key: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """query [T, H, D], key [T, K, D] -> rotated (query, key)."""
+        return self._rotary_embedding(positions, query, key, self.cos_sin_cache, self.is_neox)
+
+
+def get_rotary_embedding(config: Any, head_size: int, *, is_neox: bool = True) -> RotaryEmbedding:
+    """The rotary embedding an HF config describes, for heads of `head_size`."""
+    params = rope_parameters(config)
+    rot_dim = int(head_size * params["partial_rotary_factor"])
+    max_position = config.max_position_embeddings
+    inv_freq, attention_factor = inverse_frequencies(params, rot_dim, max_position)
+    return RotaryEmbedding(
+        head_size,
+        rot_dim,
+        inv_freq,
+        max_rope_position(params, max_position),
+        attention_factor=attention_factor,
+        is_neox=is_neox,
+    )

@@ -1,0 +1,288 @@
+"""The Llama-family decoder: Llama, Mistral, Qwen2 and Qwen3 in one implementation.
+
+Their differences are config: qkv bias (Qwen2), per-head q/k RMSNorm before rotary (Qwen3),
+head_dim != hidden / heads, sliding-window layers (Mistral, Qwen2/3), tied embeddings,
+attention_bias / mlp_bias.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import torch
+from torch import nn
+
+from pagoda.attention import AttentionBackend, AttentionMetadata, KVCacheSpec
+from pagoda.models.layers import (
+    Attention,
+    Linear,
+    LMHead,
+    QKVLinear,
+    RMSNorm,
+    RotaryEmbedding,
+    SiluMLP,
+    VocabEmbedding,
+    get_rotary_embedding,
+)
+from pagoda.models.weights import load_checkpoint_weights
+from pagoda.quant import QuantMethod
+
+if TYPE_CHECKING:
+    from transformers import PretrainedConfig
+
+# What HF hard-codes per family instead of writing it in config.json.
+_QKV_BIAS_BY_DEFAULT = ("qwen2",)
+_QK_NORM = ("qwen3",)
+
+
+@dataclass(frozen=True)
+class DecoderSpec:
+    """The config facts one decoder layer is built from."""
+
+    hidden_size: int
+    num_heads: int
+    num_kv_heads: int
+    head_size: int
+    qkv_bias: bool
+    o_bias: bool
+    mlp_bias: bool
+    qk_norm: bool
+
+    @classmethod
+    def from_config(cls, config: PretrainedConfig) -> DecoderSpec:
+        num_heads, num_kv_heads, head_size, _ = attention_shape(config)
+        model_type = getattr(config, "model_type", "")
+        attention_bias = getattr(config, "attention_bias", None)
+        return cls(
+            hidden_size=config.hidden_size,
+            num_heads=num_heads,
+            num_kv_heads=num_kv_heads,
+            head_size=head_size,
+            qkv_bias=bool(attention_bias)
+            or (attention_bias is None and model_type in _QKV_BIAS_BY_DEFAULT),
+            o_bias=bool(attention_bias),
+            mlp_bias=bool(getattr(config, "mlp_bias", False)),
+            qk_norm=model_type in _QK_NORM,
+        )
+
+
+def layer_sliding_windows(config: PretrainedConfig) -> list[int | None]:
+    """Each layer's sliding window (None: full attention).
+
+    HF `layer_types` marks sliding layers (Qwen2/3); without it a set `sliding_window`
+    applies to every layer (Mistral) unless `use_sliding_window` is false.
+    """
+    window = getattr(config, "sliding_window", None)
+    num_layers = config.num_hidden_layers
+    if window is None or getattr(config, "use_sliding_window", True) is False:
+        return [None] * num_layers
+    layer_types = getattr(config, "layer_types", None)
+    if layer_types is None:
+        return [window] * num_layers
+    return [window if kind == "sliding_attention" else None for kind in layer_types]
+
+
+def attention_shape(config: PretrainedConfig) -> tuple[int, int, int, int | None]:
+    """(num_heads, num_kv_heads, head_size, sliding_window) for choosing a backend.
+
+    sliding_window is set when any layer uses one.
+    """
+    num_heads = config.num_attention_heads
+    num_kv_heads = getattr(config, "num_key_value_heads", None) or num_heads
+    head_size = getattr(config, "head_dim", None) or config.hidden_size // num_heads
+    windows = [w for w in layer_sliding_windows(config) if w is not None]
+    return num_heads, num_kv_heads, head_size, max(windows) if windows else None
+
+
+class LlamaAttention(nn.Module):
+    def __init__(
+        self,
+        config: PretrainedConfig,
+        spec: DecoderSpec,
+        rotary: RotaryEmbedding,
+        *,
+        sliding_window: int | None,
+        dtype: torch.dtype,
+        attn_backend: type[AttentionBackend],
+        quant_method: QuantMethod | None,
+    ):
+        super().__init__()
+        self.num_heads, self.num_kv_heads = spec.num_heads, spec.num_kv_heads
+        self.head_size = spec.head_size
+        self.qkv_proj = QKVLinear(
+            spec.hidden_size, spec.head_size, spec.num_heads, spec.num_kv_heads,
+            bias=spec.qkv_bias, dtype=dtype, quant_method=quant_method,
+        )
+        self.o_proj = Linear(
+            spec.num_heads * spec.head_size, spec.hidden_size,
+            bias=spec.o_bias, dtype=dtype, quant_method=quant_method,
+        )
+        eps = config.rms_norm_eps
+        self.q_norm = RMSNorm(spec.head_size, eps, dtype=dtype) if spec.qk_norm else None
+        self.k_norm = RMSNorm(spec.head_size, eps, dtype=dtype) if spec.qk_norm else None
+        self.rotary_emb = rotary
+        self.attn = Attention(
+            spec.num_heads, spec.head_size, spec.num_kv_heads,
+            attn_backend=attn_backend, sliding_window=sliding_window,
+        )
+
+    def forward(
+        self,
+        positions: torch.Tensor,
+        hidden_states: torch.Tensor,
+        kv_cache: torch.Tensor,
+        attn_metadata: AttentionMetadata,
+    ) -> torch.Tensor:
+        num_tokens = hidden_states.shape[0]
+        q, k, v = self.qkv_proj.split(self.qkv_proj(hidden_states))
+        q = q.view(num_tokens, self.num_heads, self.head_size)
+        k = k.view(num_tokens, self.num_kv_heads, self.head_size)
+        v = v.view(num_tokens, self.num_kv_heads, self.head_size)
+        if self.q_norm is not None and self.k_norm is not None:
+            q, k = self.q_norm(q), self.k_norm(k)
+        q, k = self.rotary_emb(positions, q, k)
+        return self.o_proj(self.attn(q, k, v, kv_cache, attn_metadata))
+
+
+class LlamaDecoderLayer(nn.Module):
+    def __init__(
+        self,
+        config: PretrainedConfig,
+        spec: DecoderSpec,
+        rotary: RotaryEmbedding,
+        *,
+        sliding_window: int | None,
+        dtype: torch.dtype,
+        attn_backend: type[AttentionBackend],
+        quant_method: QuantMethod | None,
+    ):
+        super().__init__()
+        self.self_attn = LlamaAttention(
+            config, spec, rotary, sliding_window=sliding_window, dtype=dtype,
+            attn_backend=attn_backend, quant_method=quant_method,
+        )
+        self.mlp = SiluMLP(
+            spec.hidden_size, config.intermediate_size,
+            bias=spec.mlp_bias, dtype=dtype, quant_method=quant_method,
+        )
+        self.input_layernorm = RMSNorm(spec.hidden_size, config.rms_norm_eps, dtype=dtype)
+        self.post_attention_layernorm = RMSNorm(
+            spec.hidden_size, config.rms_norm_eps, dtype=dtype
+        )
+
+    def forward(
+        self,
+        positions: torch.Tensor,
+        hidden_states: torch.Tensor,
+        residual: torch.Tensor | None,
+        kv_cache: torch.Tensor,
+        attn_metadata: AttentionMetadata,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """-> (this layer's output, the residual stream before it is added)."""
+        if residual is None:
+            residual, hidden_states = hidden_states, self.input_layernorm(hidden_states)
+        else:
+            hidden_states, residual = self.input_layernorm.add_norm(hidden_states, residual)
+        hidden_states = self.self_attn(positions, hidden_states, kv_cache, attn_metadata)
+        hidden_states, residual = self.post_attention_layernorm.add_norm(hidden_states, residual)
+        return self.mlp(hidden_states), residual
+
+
+class LlamaModel(nn.Module):
+    def __init__(
+        self,
+        config: PretrainedConfig,
+        *,
+        dtype: torch.dtype,
+        attn_backend: type[AttentionBackend],
+        quant_method: QuantMethod | None,
+    ):
+        super().__init__()
+        if getattr(config, "hidden_act", "silu") != "silu":
+            raise ValueError(f"Unsupported hidden_act {config.hidden_act!r} (expected 'silu')")
+        spec = DecoderSpec.from_config(config)
+        rotary = get_rotary_embedding(config, spec.head_size)
+        self.embed_tokens = VocabEmbedding(config.vocab_size, spec.hidden_size, dtype=dtype)
+        self.layers = nn.ModuleList(
+            LlamaDecoderLayer(
+                config, spec, rotary, sliding_window=window, dtype=dtype,
+                attn_backend=attn_backend, quant_method=quant_method,
+            )
+            for window in layer_sliding_windows(config)
+        )
+        self.norm = RMSNorm(spec.hidden_size, config.rms_norm_eps, dtype=dtype)
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        positions: torch.Tensor,
+        kv_caches: list[torch.Tensor],
+        attn_metadata: AttentionMetadata,
+    ) -> torch.Tensor:
+        hidden_states, residual = self.embed_tokens(input_ids), None
+        for layer, kv_cache in zip(self.layers, kv_caches, strict=True):
+            hidden_states, residual = layer(
+                positions, hidden_states, residual, kv_cache, attn_metadata
+            )
+        return self.norm.add_norm(hidden_states, residual)[0]
+
+
+class LlamaForCausalLM(nn.Module):
+    """A causal LM over a flattened, mixed prefill + decode batch and a paged KV cache."""
+
+    def __init__(
+        self,
+        config: PretrainedConfig,
+        *,
+        dtype: torch.dtype,
+        attn_backend: type[AttentionBackend],
+        quant_method: QuantMethod | None = None,
+    ):
+        super().__init__()
+        self.config = config
+        self.tie_word_embeddings = bool(getattr(config, "tie_word_embeddings", False))
+        self.model = LlamaModel(
+            config, dtype=dtype, attn_backend=attn_backend, quant_method=quant_method
+        )
+        self.lm_head = LMHead(
+            config.vocab_size, config.hidden_size, dtype=dtype,
+            tied_to=self.model.embed_tokens if self.tie_word_embeddings else None,
+        )
+
+    @staticmethod
+    def attention_shape(config: PretrainedConfig) -> tuple[int, int, int, int | None]:
+        """(num_heads, num_kv_heads, head_size, sliding_window), before building the model."""
+        return attention_shape(config)
+
+    @property
+    def num_attention_layers(self) -> int:
+        return len(self.model.layers)
+
+    def kv_cache_spec(self, block_size: int, kv_cache_dtype: torch.dtype) -> KVCacheSpec:
+        """The paged KV cache layout each attention layer needs."""
+        _, num_kv_heads, head_size, _ = attention_shape(self.config)
+        return KVCacheSpec(block_size, num_kv_heads, head_size, kv_cache_dtype)
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        positions: torch.Tensor,
+        kv_caches: list[torch.Tensor],
+        attn_metadata: AttentionMetadata,
+    ) -> torch.Tensor:
+        """input_ids, positions [T] -> final hidden states [T, hidden]."""
+        return self.model(input_ids, positions, kv_caches, attn_metadata)
+
+    def compute_logits(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        """hidden states [N, hidden] -> float32 logits [N, vocab]."""
+        return self.lm_head(hidden_states)
+
+    def load_weights(self, weights: Iterable[tuple[str, torch.Tensor]]) -> set[str]:
+        """Load HF-named weights; returns the parameter names loaded."""
+
+        def skip(name: str) -> bool:
+            return "rotary_emb." in name or (self.tie_word_embeddings and name == "lm_head.weight")
+
+        return load_checkpoint_weights(self, weights, skip)

@@ -1,0 +1,94 @@
+"""Build a model from an HF config and fill it with checkpoint or dummy weights."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Literal
+
+import torch
+from torch import nn
+from transformers import AutoConfig, PretrainedConfig
+
+from pagoda.attention import AttentionBackend
+from pagoda.models.weights import (
+    fill_dummy_weights,
+    iterate_safetensors,
+    process_weights_after_loading,
+    safetensors_files,
+)
+from pagoda.plugins import get_registries, load_target
+from pagoda.quant import QuantMethod
+
+LoadFormat = Literal["auto", "safetensors", "dummy"]
+
+
+def load_hf_config(path: str | os.PathLike[str]) -> PretrainedConfig:
+    """The HF config (config.json) of a local model directory."""
+    return AutoConfig.from_pretrained(str(path))
+
+
+def resolve_model_class(config: PretrainedConfig) -> type[nn.Module]:
+    """The registered model class for the config's `architectures`."""
+    models = get_registries().models
+    architectures = getattr(config, "architectures", None) or []
+    for arch in architectures:
+        if arch in models:
+            return load_target(models.get(arch).spec.model)
+    raise ValueError(
+        f"Unsupported model architecture {architectures or '(none in config)'}; "
+        f"supported: {', '.join(models.names())}"
+    )
+
+
+def load_model(
+    model: str | os.PathLike[str] | PretrainedConfig,
+    *,
+    dtype: torch.dtype,
+    device: torch.device,
+    attn_backend: type[AttentionBackend],
+    load_format: LoadFormat = "auto",
+    seed: int = 0,
+    quant_method: QuantMethod | None = None,
+) -> nn.Module:
+    """Build the model on `device` (under the caller's `use_ops` table) and load its weights.
+
+    `model` is a local HF model directory, or a config for dummy weights. "auto" reads the
+    directory's safetensors; "dummy" fills deterministic random weights from `seed`.
+    """
+    if isinstance(model, PretrainedConfig):
+        config, model_dir = model, None
+    else:
+        model_dir = Path(model)
+        if not model_dir.is_dir():
+            raise FileNotFoundError(f"{model_dir} is not a local model directory")
+        config = load_hf_config(model_dir)
+    weights = None if load_format == "dummy" else _checkpoint_weights(model_dir, load_format)
+
+    model_cls = resolve_model_class(config)
+    with torch.device(device):
+        module = model_cls(
+            config, dtype=dtype, attn_backend=attn_backend, quant_method=quant_method
+        )
+    if weights is None:
+        fill_dummy_weights(module, seed)
+    else:
+        module.load_weights(weights)
+    process_weights_after_loading(module)
+    return module.eval()
+
+
+def _checkpoint_weights(
+    model_dir: Path | None, load_format: str
+) -> Iterator[tuple[str, torch.Tensor]]:
+    """The checkpoint's weights for `load_format`, checked before the model is built."""
+    if load_format not in ("auto", "safetensors"):
+        raise ValueError(f"Unknown load_format {load_format!r} (auto, safetensors, dummy)")
+    if model_dir is None:
+        raise ValueError("Loading from a config alone needs load_format='dummy'")
+    if not safetensors_files(model_dir):
+        raise FileNotFoundError(
+            f"No safetensors weights in {model_dir} (use load_format='dummy' for random ones)"
+        )
+    return iterate_safetensors(model_dir)

@@ -1,0 +1,141 @@
+"""Checkpoint weights: reading safetensors, loading named tensors into a model, dummy weights.
+
+Every weight format (safetensors, GGUF ...) becomes an iterator of (checkpoint name, tensor)
+in HF naming; `load_checkpoint_weights` maps those names onto the model's parameters.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+
+import torch
+from safetensors import safe_open
+from torch import nn
+
+from pagoda.models.layers.linear import Linear, MergedLinear
+
+SAFETENSORS_INDEX = "model.safetensors.index.json"
+
+
+def safetensors_files(path: str | Path) -> list[Path]:
+    """A checkpoint's safetensors files: the file itself, the index's shards, or all there."""
+    path = Path(path)
+    if path.is_file():
+        return [path]
+    index = path / SAFETENSORS_INDEX
+    if index.is_file():
+        weight_map = json.loads(index.read_text())["weight_map"]
+        return [path / name for name in sorted(set(weight_map.values()))]
+    return sorted(path.glob("*.safetensors"))
+
+
+def iterate_safetensors(path: str | Path) -> Iterator[tuple[str, torch.Tensor]]:
+    """(name, CPU tensor) for every tensor of a safetensors file or checkpoint directory."""
+    files = safetensors_files(path)
+    if not files:
+        raise FileNotFoundError(f"No safetensors weights found in {path}")
+    for file in files:
+        with safe_open(file, framework="pt", device="cpu") as f:
+            for name in f.keys():  # noqa: SIM118 (safe_open is not a mapping)
+                yield name, f.get_tensor(name)
+
+
+def checkpoint_targets(model: nn.Module) -> dict[str, tuple[str, str | None]]:
+    """Checkpoint name -> (model parameter name, shard) for every weight the model expects.
+
+    A `MergedLinear` at "a.qkv_proj" with shard "q_proj" expects "a.q_proj.weight"; a
+    parameter shared by two modules (tied embeddings) is expected once, by its first name.
+    """
+    owned = {name for name, _ in model.named_parameters()}
+    targets: dict[str, tuple[str, str | None]] = {}
+    for path, module in model.named_modules():
+        prefix = f"{path}." if path else ""
+        parent = path.rpartition(".")[0]
+        for pname, _ in module.named_parameters(recurse=False):
+            name = prefix + pname
+            if name not in owned:
+                continue
+            if isinstance(module, MergedLinear):
+                for shard in module.shards:
+                    targets[f"{parent}.{shard}.{pname}".lstrip(".")] = (name, shard)
+            else:
+                targets[name] = (name, None)
+    return targets
+
+
+def copy_weight(param: torch.Tensor, loaded: torch.Tensor, name: str) -> None:
+    """param[...] = loaded, refusing a shape mismatch with a message naming the weight."""
+    if param.shape != loaded.shape:
+        raise ValueError(
+            f"Weight {name!r} has shape {tuple(loaded.shape)}, the model expects "
+            f"{tuple(param.shape)}"
+        )
+    param.copy_(loaded)
+
+
+@torch.no_grad()
+def load_checkpoint_weights(
+    model: nn.Module,
+    weights: Iterable[tuple[str, torch.Tensor]],
+    skip: Callable[[str], bool] = lambda name: False,
+) -> set[str]:
+    """Load HF-named weights into `model`; returns the parameter names loaded.
+
+    Names for which `skip` is true are ignored. A weight the model has no place for, or one
+    the model expects that never came, is a ValueError naming it.
+    """
+    targets = checkpoint_targets(model)
+    params = dict(model.named_parameters())
+    seen: set[str] = set()
+    for name, tensor in weights:
+        if skip(name):
+            continue
+        if name not in targets:
+            raise ValueError(
+                f"Unexpected weight {name!r}: {type(model).__name__} has no parameter for it"
+            )
+        param_name, shard = targets[name]
+        param = params[param_name]
+        if shard is not None:
+            module = model.get_submodule(param_name.rpartition(".")[0])
+            assert isinstance(module, MergedLinear)
+            param = module.shard_view(param, shard)
+        copy_weight(param, tensor, name)
+        seen.add(name)
+    missing = sorted(targets.keys() - seen)
+    if missing:
+        shown = ", ".join(missing[:10]) + (f" and {len(missing) - 10} more" * (len(missing) > 10))
+        raise ValueError(f"Missing weights for {type(model).__name__}: {shown}")
+    return {targets[name][0] for name in seen}
+
+
+@torch.no_grad()
+def fill_dummy_weights(model: nn.Module, seed: int = 0) -> None:
+    """Deterministic random weights from `seed` (per device type).
+
+    Matrices ~ U(-1/sqrt(in), 1/sqrt(in)), norm weights ~ 1 + U(-0.1, 0.1), biases ~
+    U(-0.1, 0.1): activations stay bounded and logits are varied.
+    """
+    generator: torch.Generator | None = None
+    for name, param in model.named_parameters():
+        if not param.is_floating_point():
+            raise ValueError(f"Dummy weights cannot fill non-float parameter {name!r}")
+        if generator is None:
+            generator = torch.Generator(device=param.device).manual_seed(seed)
+        values = torch.rand(param.shape, generator=generator, device=param.device) * 2 - 1
+        if param.dim() >= 2:
+            values *= param.shape[-1] ** -0.5
+        elif name.endswith("norm.weight"):
+            values = 1 + 0.1 * values
+        else:
+            values *= 0.1
+        param.copy_(values)
+
+
+def process_weights_after_loading(model: nn.Module) -> None:
+    """Let each linear layer's QuantMethod repack its loaded weights for the kernel."""
+    for module in model.modules():
+        if isinstance(module, Linear):
+            module.quant_method.process_weights_after_loading(module)

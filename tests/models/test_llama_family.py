@@ -1,0 +1,127 @@
+"""Llama, Mistral, Qwen2 and Qwen3 match HF transformers logits through the paged cache."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+from transformers import LlamaConfig, MistralConfig, PreTrainedModel, Qwen2Config, Qwen3Config
+
+from pagoda.attention.reference import ReferenceAttentionBackend
+from pagoda.models import load_model
+from pagoda.ops import OpTable, use_ops
+from tests.models.model_harness import (
+    PagedBatch,
+    hf_logits,
+    random_hf_model,
+    save_checkpoint,
+    tiny_config,
+)
+
+ATOL = RTOL = 1e-4
+
+CASES = {
+    "llama-sharded": (LlamaConfig, {}, "40KB"),
+    "llama-llama3-rope-tied-bias": (
+        LlamaConfig,
+        dict(
+            rope_parameters={
+                "rope_type": "llama3",
+                "rope_theta": 10000.0,
+                "factor": 8.0,
+                "low_freq_factor": 1.0,
+                "high_freq_factor": 4.0,
+                "original_max_position_embeddings": 32,
+            },
+            tie_word_embeddings=True,
+            attention_bias=True,
+            mlp_bias=True,
+        ),
+        None,
+    ),
+    "llama-linear-rope": (
+        LlamaConfig,
+        dict(rope_theta=500.0, rope_scaling={"type": "linear", "factor": 2.0}),
+        None,
+    ),
+    "mistral-sliding": (MistralConfig, dict(sliding_window=5, head_dim=8), None),
+    "qwen2-sliding-tied": (
+        Qwen2Config,
+        dict(
+            num_hidden_layers=3,
+            use_sliding_window=True,
+            sliding_window=6,
+            max_window_layers=1,
+            tie_word_embeddings=True,
+        ),
+        None,
+    ),
+    "qwen3-head-dim": (Qwen3Config, dict(head_dim=24), None),
+    "qwen3-yarn": (
+        Qwen3Config,
+        dict(
+            head_dim=16,
+            rope_parameters={
+                "rope_type": "yarn",
+                "rope_theta": 10000.0,
+                "factor": 4.0,
+                "original_max_position_embeddings": 32,
+            },
+        ),
+        None,
+    ),
+}
+
+
+def _backend(name: str) -> tuple[OpTable, type]:
+    if name == "cpu":
+        from pagoda_cpu.attention import CpuSdpaAttentionBackend
+
+        return OpTable("cpu"), CpuSdpaAttentionBackend
+    return OpTable.reference(), ReferenceAttentionBackend
+
+
+@pytest.fixture(scope="module", params=list(CASES))
+def checkpoint(request, tmp_path_factory) -> tuple[Path, PreTrainedModel]:
+    cls, overrides, max_shard_size = CASES[request.param]
+    hf_model = random_hf_model(tiny_config(cls, **overrides))
+    path = save_checkpoint(hf_model, tmp_path_factory.mktemp(request.param), max_shard_size)
+    return path, hf_model
+
+
+@pytest.fixture(params=["reference", "cpu"])
+def model(request, checkpoint) -> torch.nn.Module:
+    table, backend = _backend(request.param)
+    with use_ops(table):
+        return load_model(
+            checkpoint[0], dtype=torch.float32, device=torch.device("cpu"), attn_backend=backend
+        )
+
+
+def _tokens(n: int, seed: int, vocab: int = 160) -> list[int]:
+    return torch.randint(vocab, (n,), generator=torch.Generator().manual_seed(seed)).tolist()
+
+
+def test_prefill_then_decode_matches_hf(model, checkpoint):
+    hf_model = checkpoint[1]
+    tokens = _tokens(18, seed=1)
+    expected = hf_logits(hf_model, tokens)
+    runner = PagedBatch(model, block_size=4)
+    (prefill,) = runner.step([(0, tokens[:13])])
+    torch.testing.assert_close(prefill, expected[:13], atol=ATOL, rtol=RTOL)
+    for pos in range(13, len(tokens)):
+        (decode,) = runner.step([(0, [tokens[pos]])])
+        torch.testing.assert_close(decode, expected[pos : pos + 1], atol=ATOL, rtol=RTOL)
+
+
+def test_mixed_batch_matches_each_sequence_alone(model, checkpoint):
+    hf_model = checkpoint[1]
+    seqs = {0: _tokens(10, seed=2), 1: _tokens(14, seed=3), 2: _tokens(11, seed=4)}
+    runner = PagedBatch(model, block_size=8)
+    runner.step([(0, seqs[0][:9]), (2, seqs[2][:6])])
+    # One flattened step: a decode, a whole prefill and the rest of a chunked prefill.
+    decode, prefill, chunk = runner.step([(0, seqs[0][9:]), (1, seqs[1]), (2, seqs[2][6:])])
+    torch.testing.assert_close(decode, hf_logits(hf_model, seqs[0])[9:], atol=ATOL, rtol=RTOL)
+    torch.testing.assert_close(prefill, hf_logits(hf_model, seqs[1]), atol=ATOL, rtol=RTOL)
+    torch.testing.assert_close(chunk, hf_logits(hf_model, seqs[2])[6:], atol=ATOL, rtol=RTOL)
