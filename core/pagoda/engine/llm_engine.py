@@ -46,8 +46,9 @@ class LLMEngine:
         self.tokenizer = self.source.tokenizer(config.model.tokenizer)
         if config.model.chat_template:
             self.tokenizer.chat_template = config.model.chat_template
-        max_model_len = derive_max_model_len(self.hf_config, config.model.max_model_len)
-        self.core = EngineCore(config, self.source, self.hf_config, max_model_len)
+        config.model.max_model_len = derive_max_model_len(self.hf_config,
+                                                          config.model.max_model_len)
+        self.core = EngineCore(config, self.source, self.hf_config, config.model.max_model_len)
         self.max_model_len = self.core.max_model_len
         eos = getattr(self.hf_config, "eos_token_id", None)
         eos = eos[0] if isinstance(eos, list) else eos

@@ -76,4 +76,10 @@ def pagoda_cli_subcommands() -> list[CliCommandSpec]:
             "pagoda.cli.collect_env:add_arguments",
             "pagoda.cli.collect_env:run",
         ),
+        CliCommandSpec(
+            "bench",
+            "benchmark offline throughput or latency, side by side with HF transformers",
+            "pagoda.bench.cli:add_arguments",
+            "pagoda.bench.cli:run",
+        ),
     ]

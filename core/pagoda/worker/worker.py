@@ -78,7 +78,9 @@ class Worker(WorkerBase):
             budget = cache.kv_cache_memory
         else:
             budget = int(self.platform.memory_info(self.local_rank).available * cache.memory_fraction)
-        num_blocks = budget // per_block
+        # More than every sequence at full length can never be in use at once.
+        useful = self.config.scheduler.max_num_seqs * self.config.model.max_model_len
+        num_blocks = min(budget // per_block, -(-useful // self.kv_spec.block_size))
         if num_blocks < 1:
             raise ValueError(
                 f"KV cache budget of {budget} bytes is below one block ({per_block} bytes for "

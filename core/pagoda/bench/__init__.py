@@ -1,0 +1,1 @@
+"""`pagoda bench`: offline throughput and latency, side by side with HF transformers."""

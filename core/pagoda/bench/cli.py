@@ -1,0 +1,149 @@
+"""`pagoda bench throughput|latency`: one workload, one or more backends, side by side."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from pagoda.bench.backends import BACKENDS, RunResult
+from pagoda.bench.dataset import BenchRequest, random_requests
+from pagoda.bench.stats import summarize
+from pagoda.cli.engine_args import add_engine_arguments
+
+
+def _add_common(parser: argparse.ArgumentParser) -> None:
+    add_engine_arguments(parser)
+    b = parser.add_argument_group("benchmark")
+    b.add_argument("--backend", default="pagoda",
+                   help="comma-separated: pagoda, hf (e.g. pagoda,hf runs both in one run)")
+    b.add_argument("--input-len", type=int, default=128)
+    b.add_argument("--output-len", type=int, default=128)
+    b.add_argument("--range-ratio", type=float, default=0.0,
+                   help="lengths uniform in [len*(1-r), len*(1+r)]")
+    b.add_argument("--temperature", type=float, default=0.0, help="0 = greedy (default)")
+    b.add_argument("--hf-batch-size", type=int, default=16, help="static batch for --backend hf")
+    b.add_argument("--output-json", default=None, help="write results to this file")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    sub = parser.add_subparsers(dest="bench", metavar="BENCHMARK", required=True)
+    tp = sub.add_parser("throughput", help="offline throughput of a batch of random prompts")
+    _add_common(tp)
+    tp.add_argument("--num-prompts", type=int, default=100)
+    lat = sub.add_parser("latency", help="latency of one batch, repeated")
+    _add_common(lat)
+    lat.add_argument("--batch-size", type=int, default=8)
+    lat.add_argument("--num-iters", type=int, default=5)
+    lat.add_argument("--num-iters-warmup", type=int, default=1)
+
+
+def _backends(args: argparse.Namespace) -> list[Any]:
+    names = [n.strip() for n in args.backend.split(",") if n.strip()]
+    unknown = [n for n in names if n not in BACKENDS]
+    if unknown or not names:
+        raise SystemExit(f"--backend: unknown {unknown}; choose from {sorted(BACKENDS)}")
+    return [BACKENDS[n](args) for n in names]
+
+
+def _workload(args: argparse.Namespace, backend: Any, count: int, seed: int) -> list[BenchRequest]:
+    special = getattr(backend, "special_token_ids", frozenset({0, 1, 2}))
+    return random_requests(count, args.input_len, args.output_len, backend.vocab_size,
+                           args.range_ratio, seed, special)
+
+
+def _throughput_report(result: RunResult) -> dict[str, Any]:
+    total = result.prompt_tokens + result.output_tokens
+    return {
+        "elapsed_s": result.elapsed,
+        "num_requests": result.num_requests,
+        "prompt_tokens": result.prompt_tokens,
+        "output_tokens": result.output_tokens,
+        "requests_per_s": result.num_requests / result.elapsed,
+        "total_tokens_per_s": total / result.elapsed,
+        "output_tokens_per_s": result.output_tokens / result.elapsed,
+        "request_latency_s": summarize(result.request_latencies),
+        "ttft_s": summarize(result.ttfts),
+    }
+
+
+def _print_throughput(name: str, description: str, report: dict[str, Any]) -> None:
+    print(f"== {name}: {description} ==")
+    print(f"Throughput: {report['requests_per_s']:.2f} requests/s, "
+          f"{report['total_tokens_per_s']:.2f} total tokens/s, "
+          f"{report['output_tokens_per_s']:.2f} output tokens/s")
+    lat = report["request_latency_s"]
+    if lat:
+        print(f"Request latency (s): mean {lat['mean']:.3f}, p50 {lat['p50']:.3f}, "
+              f"p90 {lat['p90']:.3f}, p99 {lat['p99']:.3f}")
+
+
+def _run_throughput(args: argparse.Namespace, backends: list[Any]) -> dict[str, Any]:
+    results = {}
+    requests = _workload(args, backends[0], args.num_prompts, args.seed)
+    for backend in backends:
+        backend.run(requests[: min(2, len(requests))])  # warm-up
+        report = _throughput_report(backend.run(requests))
+        report["description"] = backend.description
+        _print_throughput(backend.name, backend.description, report)
+        results[backend.name] = report
+    return results
+
+
+def _run_latency(args: argparse.Namespace, backends: list[Any]) -> dict[str, Any]:
+    results = {}
+    for backend in backends:
+        for i in range(args.num_iters_warmup):
+            backend.run(_workload(args, backend, args.batch_size, args.seed + 1000 + i))
+        latencies = [
+            backend.run(_workload(args, backend, args.batch_size, args.seed + i)).elapsed
+            for i in range(args.num_iters)
+        ]
+        report = {"description": backend.description, "latency_s": summarize(latencies),
+                  "batch_size": args.batch_size, "input_len": args.input_len,
+                  "output_len": args.output_len}
+        s = report["latency_s"]
+        print(f"== {backend.name}: {backend.description} ==")
+        print(f"Avg latency: {s['mean']:.4f} s (batch {args.batch_size}, {args.input_len} in, "
+              f"{args.output_len} out); p50 {s['p50']:.4f}, p90 {s['p90']:.4f}, "
+              f"p99 {s['p99']:.4f}")
+        results[backend.name] = report
+    return results
+
+
+def _ratios(results: dict[str, Any], key: str, higher_is_better: bool) -> dict[str, float]:
+    if "pagoda" not in results or len(results) < 2:
+        return {}
+    ours = results["pagoda"]
+    out = {}
+    for name, other in results.items():
+        if name == "pagoda":
+            continue
+        a, b = _metric(ours, key), _metric(other, key)
+        out[f"pagoda/{name}"] = a / b if higher_is_better else b / a
+    return out
+
+
+def _metric(report: dict[str, Any], key: str) -> float:
+    value: Any = report
+    for part in key.split("."):
+        value = value[part]
+    return float(value)
+
+
+def run(args: argparse.Namespace) -> int:
+    backends = _backends(args)
+    if args.bench == "throughput":
+        results = _run_throughput(args, backends)
+        ratios = _ratios(results, "output_tokens_per_s", higher_is_better=True)
+    else:
+        results = _run_latency(args, backends)
+        ratios = _ratios(results, "latency_s.mean", higher_is_better=False)
+    for name, ratio in ratios.items():
+        print(f"Speed-up {name}: {ratio:.2f}x")
+    if args.output_json:
+        with open(args.output_json, "w") as f:
+            json.dump({"benchmark": args.bench, "args": {k: v for k, v in vars(args).items()
+                                                         if not k.startswith("_")},
+                       "results": results, "speedup": ratios}, f, indent=2, default=str)
+    return 0

@@ -1,0 +1,72 @@
+"""Engine options shared by every command that builds an engine (bench, serve, run-batch)."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+
+def parse_bytes(text: str) -> int:
+    """"4GiB", "512MB", "1e9" or a plain number of bytes."""
+    units = {"k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12,
+             "ki": 2**10, "mi": 2**20, "gi": 2**30, "ti": 2**40}
+    s = text.strip().lower().removesuffix("b")
+    for suffix in sorted(units, key=len, reverse=True):
+        if s.endswith(suffix):
+            return int(float(s[: -len(suffix)]) * units[suffix])
+    return int(float(s))
+
+
+def add_engine_arguments(parser: argparse.ArgumentParser, model_positional: bool = True) -> None:
+    if model_positional:
+        parser.add_argument("model", nargs="?", default=None,
+                            help="HF directory, .gguf file, hub id or bundled name "
+                                 "(default: the embedded SmolLM2-135M-Instruct)")
+    else:
+        parser.add_argument("--model", default=None, help="model to load")
+    g = parser.add_argument_group("engine")
+    g.add_argument("--device", default=None, help="platform name or 'auto' (env PAGODA_DEVICE)")
+    g.add_argument("--tokenizer", default=None, help="tokenizer path if not the model's")
+    g.add_argument("--dtype", default="auto", help="auto, float32, bfloat16 or float16")
+    g.add_argument("--load-format", default="auto", choices=["auto", "safetensors", "gguf", "dummy"])
+    g.add_argument("--max-model-len", type=int, default=None)
+    g.add_argument("--max-num-seqs", type=int, default=256)
+    g.add_argument("--max-num-batched-tokens", type=int, default=2048)
+    g.add_argument("--block-size", type=int, default=16)
+    g.add_argument("--kv-cache-memory", type=parse_bytes, default=None,
+                   help="KV cache size in bytes (e.g. 2GiB); default: a fraction of free memory")
+    g.add_argument("--memory-fraction", type=float, default=0.5,
+                   help="fraction of free device memory for the KV cache")
+    g.add_argument("--enable-prefix-caching", action=argparse.BooleanOptionalAction, default=True)
+    g.add_argument("--enable-chunked-prefill", action=argparse.BooleanOptionalAction, default=True)
+    g.add_argument("--scheduling-policy", default="fcfs", choices=["fcfs", "priority"])
+    g.add_argument("--attention-backend", default=None, help="force an attention backend")
+    g.add_argument("--seed", type=int, default=0)
+    g.add_argument("--generation-config", default="auto", choices=["auto", "pagoda"])
+    g.add_argument("--chat-template", default=None, help="a Jinja chat template or a file")
+
+
+def engine_kwargs(args: argparse.Namespace) -> dict[str, Any]:
+    """LLM(...) keyword arguments from parsed engine options."""
+    template = args.chat_template
+    if template and not any(c in template for c in "{}") and _is_file(template):
+        with open(template) as f:
+            template = f.read()
+    return {
+        "model": args.model, "tokenizer": args.tokenizer, "device": args.device,
+        "dtype": args.dtype, "load_format": args.load_format, "max_model_len": args.max_model_len,
+        "max_num_seqs": args.max_num_seqs, "max_num_batched_tokens": args.max_num_batched_tokens,
+        "block_size": args.block_size, "kv_cache_memory": args.kv_cache_memory,
+        "memory_fraction": args.memory_fraction,
+        "enable_prefix_caching": args.enable_prefix_caching,
+        "enable_chunked_prefill": args.enable_chunked_prefill,
+        "scheduling_policy": args.scheduling_policy,
+        "attention_backend": args.attention_backend, "seed": args.seed,
+        "generation_config": args.generation_config, "chat_template": template,
+    }
+
+
+def _is_file(path: str) -> bool:
+    import os
+
+    return os.path.isfile(path)

@@ -1,0 +1,219 @@
+"""Fresh random inputs for every core op, over shapes chosen to find the usual bugs:
+odd sizes, GQA/MQA head ratios, partial rotary, both rotary styles, padding slots (-1),
+mixed paged batches with shuffled block tables, sliding windows and soft-capping.
+
+Inputs are made on the host from a seeded generator, so a failure is reproducible from
+(op, dtype, seed) alone. `args` are in the reference's parameter order.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from pagoda.testing.paged import (
+    CHUNK_BATCH,
+    DECODE_BATCH,
+    MIXED_BATCH,
+    PREFILL_BATCH,
+    random_paged_batch,
+)
+from pagoda.testing.tolerances import dtype_name
+
+
+@dataclass
+class OpCase:
+    """One call of an op: its arguments and the static arguments a provider's
+    `supports(**static_args)` is asked about."""
+
+    op: str
+    label: str
+    args: dict[str, Any]
+    static_args: dict[str, Any]
+
+
+def _randn(gen: torch.Generator, *shape: int, dtype: torch.dtype, scale: float = 1.0):
+    return (torch.randn(shape, generator=gen) * scale).to(dtype)
+
+
+def _weight(gen: torch.Generator, size: int, dtype: torch.dtype) -> torch.Tensor:
+    return (1.0 + 0.1 * torch.randn(size, generator=gen)).to(dtype)
+
+
+# (shape, eps, scale of x): the last has values so small that eps dominates the mean square.
+NORM_SHAPES = (((1, 8), 1e-6, 3.0), ((7, 33), 1e-5, 3.0), ((3, 5, 128), 1e-6, 3.0),
+               ((16, 1024), 1e-6, 3.0), ((4, 64), 1e-5, 1e-3))
+
+
+def rms_norm_cases(dtype: torch.dtype, gen: torch.Generator) -> Iterator[OpCase]:
+    for shape, eps, scale in NORM_SHAPES:
+        x = _randn(gen, *shape, dtype=dtype, scale=scale)
+        yield OpCase("rms_norm", f"x{list(shape)}*{scale:g} eps={eps:g}",
+                     {"x": x, "weight": _weight(gen, shape[-1], dtype), "eps": eps},
+                     {"dtype": dtype, "hidden_size": shape[-1]})
+
+
+def fused_add_rms_norm_cases(dtype: torch.dtype, gen: torch.Generator) -> Iterator[OpCase]:
+    for shape, eps, scale in NORM_SHAPES:
+        args = {"x": _randn(gen, *shape, dtype=dtype, scale=scale),
+                "residual": _randn(gen, *shape, dtype=dtype, scale=scale),
+                "weight": _weight(gen, shape[-1], dtype), "eps": eps}
+        yield OpCase("fused_add_rms_norm", f"x{list(shape)}*{scale:g} eps={eps:g}", args,
+                     {"dtype": dtype, "hidden_size": shape[-1]})
+
+
+def cos_sin_cache(max_positions: int, rot_dim: int, base: float = 10000.0) -> torch.Tensor:
+    """[max_positions, rot_dim] float32: cos in the first half, sin in the second."""
+    inv_freq = 1.0 / base ** (torch.arange(0, rot_dim, 2, dtype=torch.float32) / rot_dim)
+    angles = torch.outer(torch.arange(max_positions, dtype=torch.float32), inv_freq)
+    return torch.cat((angles.cos(), angles.sin()), dim=-1)
+
+
+# (tokens, heads, kv_heads, head_size, rot_dim)
+ROTARY_SHAPES = ((5, 4, 4, 64, 64), (7, 8, 2, 128, 64), (3, 6, 1, 80, 32), (1, 2, 2, 16, 16))
+
+
+def rotary_embedding_cases(dtype: torch.dtype, gen: torch.Generator) -> Iterator[OpCase]:
+    max_positions = 64
+    for i, (tokens, heads, kv_heads, head_size, rot_dim) in enumerate(ROTARY_SHAPES):
+        # The cache is kept in float32 by some models and in the model dtype by others.
+        cache_dtype = torch.float32 if i % 2 == 0 else dtype
+        for is_neox in (True, False):
+            args = {
+                # Position 0 would rotate by nothing and hide bugs.
+                "positions": torch.randint(1, max_positions, (tokens,), generator=gen),
+                "query": _randn(gen, tokens, heads, head_size, dtype=dtype),
+                "key": _randn(gen, tokens, kv_heads, head_size, dtype=dtype),
+                "cos_sin_cache": cos_sin_cache(max_positions, rot_dim).to(cache_dtype),
+                "is_neox": is_neox,
+            }
+            label = (f"T={tokens} H={heads} K={kv_heads} D={head_size} rot_dim={rot_dim} "
+                     f"{'neox' if is_neox else 'gptj'} cache={dtype_name(cache_dtype)}")
+            yield OpCase("rotary_embedding", label, args,
+                         {"dtype": dtype, "head_size": head_size, "rot_dim": rot_dim,
+                          "is_neox": is_neox})
+
+
+ACTIVATION_SHAPES = ((1, 2 * 7), (7, 2 * 37), (3, 5, 2 * 64), (4, 2 * 2048))
+
+
+def silu_and_mul_cases(dtype: torch.dtype, gen: torch.Generator) -> Iterator[OpCase]:
+    for shape in ACTIVATION_SHAPES:
+        yield OpCase("silu_and_mul", f"x{list(shape)}",
+                     {"x": _randn(gen, *shape, dtype=dtype, scale=3.0)},
+                     {"dtype": dtype, "intermediate_size": shape[-1] // 2})
+
+
+def gelu_and_mul_cases(dtype: torch.dtype, gen: torch.Generator) -> Iterator[OpCase]:
+    for shape in ACTIVATION_SHAPES:
+        for approximate in ("none", "tanh"):
+            yield OpCase("gelu_and_mul", f"x{list(shape)} approximate={approximate}",
+                         {"x": _randn(gen, *shape, dtype=dtype, scale=3.0),
+                          "approximate": approximate},
+                         {"dtype": dtype, "intermediate_size": shape[-1] // 2,
+                          "approximate": approximate})
+
+
+# (tokens, kv_heads, head_size, num_blocks, block_size, padding tokens)
+CACHE_SHAPES = ((1, 1, 64, 2, 16, 0), (37, 2, 80, 6, 16, 5), (20, 8, 128, 9, 5, 3),
+                (12, 4, 32, 13, 1, 2), (3, 2, 16, 2, 4, 3))
+
+
+def reshape_and_cache_cases(dtype: torch.dtype, gen: torch.Generator) -> Iterator[OpCase]:
+    for tokens, kv_heads, head_size, num_blocks, block_size, padding in CACHE_SHAPES:
+        slots = torch.randperm(num_blocks * block_size, generator=gen)[:tokens]
+        slots[torch.randperm(tokens, generator=gen)[:padding]] = -1
+        args = {
+            "key": _randn(gen, tokens, kv_heads, head_size, dtype=dtype),
+            "value": _randn(gen, tokens, kv_heads, head_size, dtype=dtype),
+            # Random, not zero: slots that must stay untouched are checked too.
+            "kv_cache": _randn(gen, 2, num_blocks, block_size, kv_heads, head_size, dtype=dtype),
+            "slot_mapping": slots,
+        }
+        label = (f"T={tokens} K={kv_heads} D={head_size} blocks={num_blocks}x{block_size} "
+                 f"padding={padding}")
+        yield OpCase("reshape_and_cache", label, args,
+                     {"dtype": dtype, "kv_cache_dtype": dtype, "head_size": head_size,
+                      "block_size": block_size})
+
+
+@dataclass(frozen=True)
+class PagedAttentionShape:
+    seqs: tuple[tuple[int, int], ...]
+    heads: int
+    kv_heads: int
+    head_size: int
+    block_size: int
+    sliding_window: int | None = None
+    logits_soft_cap: float | None = None
+
+    @property
+    def label(self) -> str:
+        extra = "".join([f" window={self.sliding_window}" if self.sliding_window else "",
+                         f" soft_cap={self.logits_soft_cap}" if self.logits_soft_cap else ""])
+        return (f"seqs(q,s)={list(self.seqs)} H={self.heads} K={self.kv_heads} "
+                f"D={self.head_size} block={self.block_size}{extra}")
+
+    def static_args(self, dtype: torch.dtype) -> dict[str, Any]:
+        return {"dtype": dtype, "kv_cache_dtype": dtype, "num_heads": self.heads,
+                "num_kv_heads": self.kv_heads, "head_size": self.head_size,
+                "block_size": self.block_size, "sliding_window": self.sliding_window,
+                "logits_soft_cap": self.logits_soft_cap}
+
+
+PAGED_ATTENTION_SHAPES = (
+    PagedAttentionShape(MIXED_BATCH, 8, 2, 64, 16),
+    PagedAttentionShape(MIXED_BATCH, 6, 1, 80, 5),
+    PagedAttentionShape(DECODE_BATCH, 4, 4, 64, 16),
+    PagedAttentionShape(PREFILL_BATCH, 4, 2, 32, 8),
+    PagedAttentionShape(CHUNK_BATCH, 8, 2, 128, 16),
+    PagedAttentionShape(MIXED_BATCH, 8, 2, 64, 16, sliding_window=6),
+    PagedAttentionShape(MIXED_BATCH, 4, 4, 32, 8, logits_soft_cap=5.0),
+    PagedAttentionShape(CHUNK_BATCH, 8, 4, 64, 16, sliding_window=7, logits_soft_cap=5.0),
+)
+
+
+def paged_attention_cases(dtype: torch.dtype, gen: torch.Generator) -> Iterator[OpCase]:
+    for shape in PAGED_ATTENTION_SHAPES:
+        batch = random_paged_batch(shape.seqs, shape.block_size, gen)
+        meta = batch.metadata()
+        # Larger queries make soft-capping change the scores substantially.
+        q_scale = 4.0 if shape.logits_soft_cap else 1.0
+        args = {
+            "query": _randn(gen, batch.num_tokens, shape.heads, shape.head_size, dtype=dtype,
+                            scale=q_scale),
+            # The whole cache is random: slots past seq_len must be masked, not read.
+            "kv_cache": _randn(gen, 2, batch.num_blocks, shape.block_size, shape.kv_heads,
+                               shape.head_size, dtype=dtype),
+            "block_tables": meta.block_tables,
+            "query_start_loc": meta.query_start_loc,
+            "seq_lens": meta.seq_lens,
+            "scale": 1.0 / math.sqrt(shape.head_size),
+            "sliding_window": shape.sliding_window,
+            "logits_soft_cap": shape.logits_soft_cap,
+        }
+        yield OpCase("paged_attention", shape.label, args, shape.static_args(dtype))
+
+
+CASE_GENERATORS: dict[str, Callable[[torch.dtype, torch.Generator], Iterator[OpCase]]] = {
+    "rms_norm": rms_norm_cases,
+    "fused_add_rms_norm": fused_add_rms_norm_cases,
+    "rotary_embedding": rotary_embedding_cases,
+    "silu_and_mul": silu_and_mul_cases,
+    "gelu_and_mul": gelu_and_mul_cases,
+    "reshape_and_cache": reshape_and_cache_cases,
+    "paged_attention": paged_attention_cases,
+}
+
+
+def op_cases(op: str, dtype: torch.dtype, seed: int = 0) -> list[OpCase]:
+    """Every case of `op` in `dtype`, drawn fresh from `seed`."""
+    if op not in CASE_GENERATORS:
+        raise KeyError(f"No conformance inputs for op {op!r}: add a generator to "
+                       f"pagoda.testing.op_cases (known: {', '.join(sorted(CASE_GENERATORS))})")
+    gen = torch.Generator().manual_seed(seed)
+    return list(CASE_GENERATORS[op](dtype, gen))

@@ -1,0 +1,113 @@
+"""Check one implementation of a core op against its reference, case by case.
+
+The reference runs on the host, the implementation on `device`, both on copies of the same
+inputs. Outputs must match in shape, dtype and value (per-dtype tolerance; the KV cache
+written by reshape_and_cache bit for bit), and inputs other than the cache must be left
+unchanged.
+"""
+
+from __future__ import annotations
+
+import traceback
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from pagoda.ops.registry import OPS, unusable_reason
+from pagoda.plugins.lazy import load_target
+from pagoda.plugins.specs import KernelProvider
+from pagoda.testing.op_cases import OpCase, op_cases
+from pagoda.testing.report import ConformanceReport
+from pagoda.testing.tolerances import EXACT, TOLERANCES, Tolerance, dtype_name, mismatch
+
+WRITTEN_ARGS: dict[str, tuple[str, ...]] = {"reshape_and_cache": ("kv_cache",)}
+"""Arguments an op writes into; their contents after the call are its output."""
+
+
+def _copy_args(args: dict[str, Any], device: torch.device | str) -> dict[str, Any]:
+    return {k: v.clone().to(device) if isinstance(v, torch.Tensor) else v
+            for k, v in args.items()}
+
+
+def _outputs(op: str, result: Any, args: dict[str, Any]) -> dict[str, Any]:
+    """Name -> tensor of everything the call produced."""
+    if op in WRITTEN_ARGS:
+        return {name: args[name] for name in WRITTEN_ARGS[op]}
+    if isinstance(result, (tuple, list)):
+        return {f"output[{i}]": r for i, r in enumerate(result)}
+    return {"output": result}
+
+
+def _compare(case: OpCase, got: dict[str, Any], want: dict[str, Any], tol: Tolerance) -> list[str]:
+    if sorted(got) != sorted(want):
+        return [f"returned {sorted(got)}, the reference returns {sorted(want)}"]
+    return [m for name in want if (m := mismatch(name, got[name], want[name], tol))]
+
+
+def _mutated(case: OpCase, used: dict[str, Any]) -> list[str]:
+    written = WRITTEN_ARGS.get(case.op, ())
+    return [f"modified its input {name!r} in place"
+            for name, value in case.args.items()
+            if isinstance(value, torch.Tensor) and name not in written
+            and not torch.equal(used[name].detach().cpu(), value)]
+
+
+def check_op(
+    op: str,
+    impl: Callable[..., Any],
+    dtype: torch.dtype,
+    *,
+    device: torch.device | str = "cpu",
+    seed: int = 0,
+    unusable: Callable[..., str | None] | None = None,
+    subject: str | None = None,
+) -> ConformanceReport:
+    """Run `impl` on every case of `op` in `dtype` and compare it to the reference.
+
+    `unusable(**static_args)` returns why a case is out of the implementation's scope (it is
+    then skipped), or None.
+    """
+    reference = OPS[op].reference
+    tol = EXACT if op in WRITTEN_ARGS else TOLERANCES[dtype]
+    report = ConformanceReport(subject or f"{op} in {dtype_name(dtype)} (seed {seed})")
+    for case in op_cases(op, dtype, seed):
+        reason = unusable(**case.static_args) if unusable else None
+        if reason:
+            report.skipped.append(f"{case.label}: {reason}")
+            continue
+        ref_args = _copy_args(case.args, "cpu")
+        want = _outputs(op, reference(*ref_args.values()), ref_args)
+        used = _copy_args(case.args, device)
+        try:
+            got = _outputs(op, impl(*used.values()), used)
+        except Exception as exc:
+            tb = traceback.format_exc(limit=-3).rstrip().replace("\n", "\n    ")
+            report.failures.append(f"{case.label}: raised {exc!r}\n    {tb}")
+            continue
+        problems = _compare(case, got, want, tol) + _mutated(case, used)
+        if problems:
+            report.failures.append(f"{case.label}: " + "; ".join(problems))
+        else:
+            report.checked.append(case.label)
+    return report
+
+
+def check_kernel_provider(
+    provider: KernelProvider,
+    dtype: torch.dtype,
+    *,
+    plugin: str = "?",
+    device: torch.device | str = "cpu",
+    seed: int = 0,
+) -> ConformanceReport:
+    """Check a registered provider; cases it declines (is_available / supports) are skipped."""
+    return check_op(
+        provider.op,
+        load_target(provider.impl),
+        dtype,
+        device=device,
+        seed=seed,
+        unusable=lambda **static: unusable_reason(provider, **static),
+        subject=f"{provider.op} by {plugin}/{provider.name} in {dtype_name(dtype)} (seed {seed})",
+    )

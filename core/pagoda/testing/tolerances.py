@@ -1,0 +1,58 @@
+"""Per-dtype tolerances and the comparison every conformance check uses."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+DTYPES: tuple[torch.dtype, ...] = (torch.float32, torch.bfloat16, torch.float16)
+"""The model dtypes the conformance kit exercises (a provider may decline some)."""
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    """|actual - expected| <= atol + rtol * |expected|, elementwise."""
+
+    atol: float
+    rtol: float
+
+
+# About two units in the last place of each dtype: a provider may round differently from
+# the reference (fused kernels, another accumulation order), not compute something else.
+TOLERANCES: dict[torch.dtype, Tolerance] = {
+    torch.float32: Tolerance(atol=1e-5, rtol=1e-5),
+    torch.float16: Tolerance(atol=2e-3, rtol=2e-3),
+    torch.bfloat16: Tolerance(atol=1.6e-2, rtol=1.6e-2),
+}
+
+EXACT = Tolerance(atol=0.0, rtol=0.0)
+"""For pure data movement (e.g. writing the KV cache): bit-identical or wrong."""
+
+
+def dtype_name(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
+def mismatch(
+    name: str, actual: object, expected: torch.Tensor, tol: Tolerance
+) -> str | None:
+    """Why `actual` does not match `expected` within `tol`, or None when it does."""
+    if not isinstance(actual, torch.Tensor):
+        return f"{name}: expected a tensor, got {type(actual).__name__}"
+    if tuple(actual.shape) != tuple(expected.shape):
+        return f"{name}: shape {tuple(actual.shape)} != expected {tuple(expected.shape)}"
+    if actual.dtype != expected.dtype:
+        return f"{name}: dtype {dtype_name(actual.dtype)} != expected {dtype_name(expected.dtype)}"
+    got, want = actual.detach().cpu().float(), expected.detach().cpu().float()
+    close = torch.isclose(got, want, rtol=tol.rtol, atol=tol.atol, equal_nan=True)
+    if bool(close.all()):
+        return None
+    err = (got - want).abs().nan_to_num(nan=float("inf"))
+    err[close] = 0
+    worst = tuple(int(i) for i in torch.unravel_index(err.argmax(), err.shape))
+    bad = int((~close).sum())
+    return (
+        f"{name}: {bad}/{close.numel()} elements beyond atol={tol.atol:g} rtol={tol.rtol:g}; "
+        f"worst at {list(worst)}: got {got[worst].item():.6g}, expected {want[worst].item():.6g}"
+    )
