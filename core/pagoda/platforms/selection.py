@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 
 from pagoda.platforms.platform import Platform
-from pagoda.plugins.manager import PluginRegistries, get_registries
+from pagoda.plugins.manager import ALLOW_LIST_ENV, PluginRegistries, get_registries
 
 DEVICE_ENV = "PAGODA_DEVICE"
 
@@ -59,6 +59,12 @@ def _failed_plugins_hint(regs: PluginRegistries) -> str:
 
 def _not_installed_message(name: str, regs: PluginRegistries) -> str:
     installed = ", ".join(regs.probes.names()) or "none"
+    disabled = [r.name for r in regs.plugins if r.status == "disabled"]
+    if name in disabled or package_for(name) in {r.distribution for r in regs.plugins
+                                                  if r.status == "disabled"}:
+        return (f"Device {name!r} is installed but its plugin is disabled by "
+                f"{ALLOW_LIST_ENV}={os.environ.get(ALLOW_LIST_ENV)} (disabled: "
+                f"{', '.join(disabled)}); add it to {ALLOW_LIST_ENV} or unset it")
     return (
         f"Device {name!r} is not provided by any installed plugin (installed devices: "
         f"{installed}). Install its platform package: pip install {package_for(name)}"

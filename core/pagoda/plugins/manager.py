@@ -157,36 +157,43 @@ def api_incompatibility(info: PluginInfo, distribution: str) -> str | None:
 
 
 def _register(regs: PluginRegistries, module: ModuleType, name: str, record: PluginRecord) -> None:
-    """Register one plugin module: check its info, then collect its hook results."""
+    """Register one plugin module: check its info, then collect its hook results.
+
+    A plugin is all or nothing: if any of its hooks raises, none of its registrations
+    are kept and it is unregistered.
+    """
     pm = regs.manager
     pm.register(module, name=name)
-    info = _call_for(pm, module, "pagoda_plugin_info")
-    if not isinstance(info, PluginInfo):
-        pm.unregister(module)
-        record.status = "error"
-        record.error = f"plugin {name!r} does not implement pagoda_plugin_info() -> PluginInfo"
-        return
-    record.api_version = info.api_version
-    if record.version == "?":
-        record.version = info.version
-    reason = api_incompatibility(info, record.distribution)
-    if reason is not None:
-        pm.unregister(module)
-        record.status = "refused"
-        record.error = reason
-        return
-    for hook, attr in _COLLECTION_HOOKS.items():
-        try:
-            specs = _call_for(pm, module, hook) or []
-        except Exception as exc:  # a plugin's bug must not take the others down
+    hook = "pagoda_plugin_info"
+    try:
+        info = _call_for(pm, module, hook)
+        if not isinstance(info, PluginInfo):
             record.status = "error"
-            record.error = f"hook {hook} of plugin {name!r} raised {exc!r}"
-            record.traceback = traceback.format_exc()
-            continue
-        registry: Registry[Any] = getattr(regs, attr)
-        for group in specs:
-            for spec in group if isinstance(group, (list, tuple)) else [group]:
-                registry.add(spec, name)
+            record.error = f"plugin {name!r} does not implement pagoda_plugin_info() -> PluginInfo"
+            return
+        record.api_version = info.api_version
+        if record.version == "?":
+            record.version = info.version
+        reason = api_incompatibility(info, record.distribution)
+        if reason is not None:
+            record.status = "refused"
+            record.error = reason
+            return
+        collected: list[tuple[str, Any]] = []
+        for hook, attr in _COLLECTION_HOOKS.items():
+            for group in _call_for(pm, module, hook) or []:
+                collected.extend((attr, spec) for spec in
+                                 (group if isinstance(group, (list, tuple)) else [group]))
+    except Exception as exc:  # a plugin's bug must not take the others down
+        record.status = "error"
+        record.error = f"hook {hook} of plugin {name!r} raised {exc!r}"
+        record.traceback = traceback.format_exc()
+        return
+    finally:
+        if record.status != "loaded":
+            pm.unregister(module)
+    for attr, spec in collected:
+        getattr(regs, attr).add(spec, name)
 
 
 def discover_plugins() -> PluginRegistries:
@@ -202,24 +209,29 @@ def discover_plugins() -> PluginRegistries:
     _register(regs, builtin, CORE_PLUGIN, core)
 
     allow = _allow_list()
-    seen: set[str] = set()
+    owners: dict[str, str] = {}
     for ep in sorted(metadata.entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name):
-        if ep.name in seen:
-            continue
-        seen.add(ep.name)
         dist_name, dist_version = _distribution_of(ep)
         record = PluginRecord(ep.name, dist_name, dist_version, "loaded")
         regs.plugins.append(record)
+        if ep.name in owners:
+            record.status = "error"
+            record.error = (f"plugin name {ep.name!r} is also registered by {owners[ep.name]}; "
+                            f"uninstall one of them")
+            continue
+        owners[ep.name] = dist_name
         if allow is not None and ep.name not in allow and dist_name not in allow:
             record.status = "disabled"
             record.error = f"not in {ALLOW_LIST_ENV}={os.environ.get(ALLOW_LIST_ENV)}"
             continue
         try:
-            _register(regs, ep.load(), ep.name, record)
+            module = ep.load()
         except Exception as exc:
             record.status = "error"
             record.error = f"plugin {ep.name!r} ({dist_name}) failed to load: {exc!r}"
             record.traceback = traceback.format_exc()
+            continue
+        _register(regs, module, ep.name, record)
     return regs
 
 

@@ -36,7 +36,9 @@ class OpCase:
     static_args: dict[str, Any]
 
 
-def _randn(gen: torch.Generator, *shape: int, dtype: torch.dtype, scale: float = 1.0):
+def _randn(
+    gen: torch.Generator, *shape: int, dtype: torch.dtype, scale: float = 1.0
+) -> torch.Tensor:
     return (torch.randn(shape, generator=gen) * scale).to(dtype)
 
 
@@ -49,20 +51,29 @@ NORM_SHAPES = (((1, 8), 1e-6, 3.0), ((7, 33), 1e-5, 3.0), ((3, 5, 128), 1e-6, 3.
                ((16, 1024), 1e-6, 3.0), ((4, 64), 1e-5, 1e-3))
 
 
-def rms_norm_cases(dtype: torch.dtype, gen: torch.Generator) -> Iterator[OpCase]:
+def _norm_cases(
+    dtype: torch.dtype,
+) -> Iterator[tuple[str, tuple[int, ...], float, float, torch.dtype]]:
+    """(label, shape, eps, scale, dtype of the weight or residual) for both norms; the last
+    case keeps that operand in float32, as some models do."""
     for shape, eps, scale in NORM_SHAPES:
-        x = _randn(gen, *shape, dtype=dtype, scale=scale)
-        yield OpCase("rms_norm", f"x{list(shape)}*{scale:g} eps={eps:g}",
-                     {"x": x, "weight": _weight(gen, shape[-1], dtype), "eps": eps},
-                     {"dtype": dtype, "hidden_size": shape[-1]})
+        yield f"x{list(shape)}*{scale:g} eps={eps:g}", shape, eps, scale, dtype
+    yield "x[5, 96]*3 eps=1e-06 (float32 operand)", (5, 96), 1e-6, 3.0, torch.float32
+
+
+def rms_norm_cases(dtype: torch.dtype, gen: torch.Generator) -> Iterator[OpCase]:
+    for label, shape, eps, scale, weight_dtype in _norm_cases(dtype):
+        args = {"x": _randn(gen, *shape, dtype=dtype, scale=scale),
+                "weight": _weight(gen, shape[-1], weight_dtype), "eps": eps}
+        yield OpCase("rms_norm", label, args, {"dtype": dtype, "hidden_size": shape[-1]})
 
 
 def fused_add_rms_norm_cases(dtype: torch.dtype, gen: torch.Generator) -> Iterator[OpCase]:
-    for shape, eps, scale in NORM_SHAPES:
+    for label, shape, eps, scale, residual_dtype in _norm_cases(dtype):
         args = {"x": _randn(gen, *shape, dtype=dtype, scale=scale),
-                "residual": _randn(gen, *shape, dtype=dtype, scale=scale),
+                "residual": _randn(gen, *shape, dtype=residual_dtype, scale=scale),
                 "weight": _weight(gen, shape[-1], dtype), "eps": eps}
-        yield OpCase("fused_add_rms_norm", f"x{list(shape)}*{scale:g} eps={eps:g}", args,
+        yield OpCase("fused_add_rms_norm", label, args,
                      {"dtype": dtype, "hidden_size": shape[-1]})
 
 

@@ -17,7 +17,7 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
 def fused_add_rms_norm(
     x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    summed = x + residual
+    summed = (x + residual).to(x.dtype)
     return rms_norm(summed, weight, eps), summed
 
 

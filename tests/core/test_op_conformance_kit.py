@@ -1,0 +1,177 @@
+"""The op conformance kit tells right from wrong: correct implementations pass, and each
+deliberately broken one fails, only on cases that exercise its bug."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from pagoda.ops import OPS, reference
+from pagoda.plugins import KernelProvider
+from pagoda.testing import check_kernel_provider, check_op, op_cases
+
+
+def _no_eps_rms_norm(x, weight, eps):
+    return reference.rms_norm(x, weight, 0.0)
+
+
+def _unweighted_rms_norm(x, weight, eps):
+    return reference.rms_norm(x, torch.ones_like(weight), eps)
+
+
+def _wrong_residual(x, residual, weight, eps):
+    return reference.fused_add_rms_norm(x, residual, weight, eps)[0], x
+
+
+def _always_neox(positions, query, key, cos_sin_cache, is_neox):
+    return reference.rotary_embedding(positions, query, key, cos_sin_cache, True)
+
+
+def _zeroes_unrotated_dims(positions, query, key, cos_sin_cache, is_neox):
+    q, k = reference.rotary_embedding(positions, query, key, cos_sin_cache, is_neox)
+    rot = cos_sin_cache.shape[-1]
+    q[..., rot:], k[..., rot:] = 0, 0
+    return q, k
+
+
+def _in_place_rotary(positions, query, key, cos_sin_cache, is_neox):
+    q, k = reference.rotary_embedding(positions, query, key, cos_sin_cache, is_neox)
+    query.zero_()
+    return q, k
+
+
+def _swapped_silu(x):
+    return reference.silu_and_mul(torch.cat(x.chunk(2, dim=-1)[::-1], dim=-1))
+
+
+def _erf_only_gelu(x, approximate="none"):
+    return reference.gelu_and_mul(x, "none")
+
+
+def _caches_padding(key, value, kv_cache, slot_mapping):
+    flat = kv_cache.flatten(1, 2)  # a view: [2, slots, K, D]
+    flat[0, slot_mapping] = key
+    flat[1, slot_mapping] = value
+
+
+def _swaps_key_value(key, value, kv_cache, slot_mapping):
+    reference.reshape_and_cache(value, key, kv_cache, slot_mapping)
+
+
+def _no_window(q, cache, tables, starts, lens, scale, window=None, cap=None):
+    return reference.paged_attention(q, cache, tables, starts, lens, scale, None, cap)
+
+
+def _no_soft_cap(q, cache, tables, starts, lens, scale, window=None, cap=None):
+    return reference.paged_attention(q, cache, tables, starts, lens, scale, window, None)
+
+
+def _contiguous_blocks(q, cache, tables, starts, lens, scale, window=None, cap=None):
+    ascending = tables.sort(dim=1).values  # assumes blocks are handed out in order
+    return reference.paged_attention(q, cache, ascending, starts, lens, scale, window, cap)
+
+
+def _float_output(q, cache, tables, starts, lens, scale, window=None, cap=None):
+    return reference.paged_attention(q.float(), cache.float(), tables, starts, lens, scale,
+                                     window, cap)
+
+
+def _raises(x):
+    raise NotImplementedError("kernel not written yet")
+
+
+# (op, broken impl, dtype, which case labels may fail (None: any), the problem reported)
+MUTANTS: list[tuple[str, Callable[..., Any], torch.dtype, str | None, str]] = [
+    ("rms_norm", _no_eps_rms_norm, torch.float32, "*0.001", "elements beyond"),
+    ("rms_norm", _unweighted_rms_norm, torch.bfloat16, None, "elements beyond"),
+    ("fused_add_rms_norm", _wrong_residual, torch.float16, None, "output[1]"),
+    ("rotary_embedding", _always_neox, torch.float32, "gptj", "elements beyond"),
+    ("rotary_embedding", _zeroes_unrotated_dims, torch.bfloat16, "rot_dim=", "elements beyond"),
+    ("rotary_embedding", _in_place_rotary, torch.float32, None, "modified its input 'query'"),
+    ("silu_and_mul", _swapped_silu, torch.bfloat16, None, "elements beyond"),
+    ("gelu_and_mul", _erf_only_gelu, torch.float32, "approximate=tanh", "elements beyond"),
+    ("reshape_and_cache", _caches_padding, torch.float32, "padding=", "kv_cache"),
+    ("reshape_and_cache", _swaps_key_value, torch.float16, "written", "kv_cache"),
+    ("paged_attention", _no_window, torch.float32, "window=", "elements beyond"),
+    ("paged_attention", _no_soft_cap, torch.bfloat16, "soft_cap=", "elements beyond"),
+    ("paged_attention", _contiguous_blocks, torch.float32, None, "elements beyond"),
+    ("paged_attention", _float_output, torch.bfloat16, None, "dtype float32 != expected"),
+    ("silu_and_mul", _raises, torch.float32, None, "raised NotImplementedError"),
+]
+
+
+def _exercised(op: str, dtype: torch.dtype, marker: str | None) -> set[str]:
+    labels = {c.label for c in op_cases(op, dtype)}
+    return labels if marker is None else {lab for lab in labels if _marks(lab, marker)}
+
+
+def _marks(label: str, marker: str) -> bool:
+    if marker == "rot_dim=":  # partial rotary only
+        dims = dict(part.split("=") for part in label.split() if part[:2] in ("D=", "ro"))
+        return dims["D"] != dims["rot_dim"]
+    if marker == "padding=":
+        return "padding=0" not in label
+    if marker == "written":  # at least one token is not padding
+        fields = dict(part.split("=") for part in label.split() if "=" in part)
+        return fields["T"] != fields["padding"]
+    return marker in label
+
+
+@pytest.mark.parametrize(("op", "impl", "dtype", "marker", "problem"), MUTANTS,
+                         ids=[f"{m[0]}-{m[1].__name__}" for m in MUTANTS])
+def test_broken_impl_fails_exactly_where_expected(
+    op: str, impl: Callable[..., Any], dtype: torch.dtype, marker: str | None, problem: str
+) -> None:
+    report = check_op(op, impl, dtype)
+    failed = {f.split(": ", 1)[0] for f in report.failures}
+    assert failed, "the broken implementation passed every case"
+    assert failed <= _exercised(op, dtype, marker)  # no false alarms on the other cases
+    assert all(problem in f for f in report.failures)
+    with pytest.raises(AssertionError, match=f"{op} in .* cases do not match the reference"):
+        report.raise_for_failures()
+
+
+@pytest.mark.parametrize("op", list(OPS))
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+def test_reference_passes_every_case(op: str, dtype: torch.dtype) -> None:
+    report = check_op(op, OPS[op].reference, dtype, seed=3)
+    report.raise_for_failures()
+    assert len(report.checked) == len(op_cases(op, dtype)) >= 4
+
+
+def test_torch_silu_is_within_float32_tolerance() -> None:
+    def silu_and_mul(x: torch.Tensor) -> torch.Tensor:
+        d = x.shape[-1] // 2
+        return F.silu(x[..., :d]) * x[..., d:]
+
+    check_op("silu_and_mul", silu_and_mul, torch.float32).raise_for_failures()
+
+
+def test_declined_cases_are_skipped_with_reason() -> None:
+    provider = KernelProvider(
+        "paged_attention", "no_soft_cap", reference.paged_attention,
+        supports=lambda **s: s["logits_soft_cap"] is None and s["head_size"] != 80)
+    report = check_kernel_provider(provider, torch.float32, plugin="test")
+    assert report.subject.startswith("paged_attention by test/no_soft_cap in float32")
+    assert report.ok and report.checked
+    assert len(report.skipped) == 3
+    assert all("does not support" in s for s in report.skipped)
+
+
+def test_unavailable_provider_skips_everything() -> None:
+    provider = KernelProvider("rms_norm", "offline", reference.rms_norm,
+                              is_available=lambda: "device lost")
+    report = check_kernel_provider(provider, torch.float32)
+    assert not report.checked and not report.failures
+    assert all(s.endswith(": device lost") for s in report.skipped)
+
+
+def test_inputs_are_reproducible_per_seed() -> None:
+    a, b, c = (op_cases("paged_attention", torch.float32, seed) for seed in (1, 1, 2))
+    assert torch.equal(a[0].args["query"], b[0].args["query"])
+    assert not torch.equal(a[0].args["query"], c[0].args["query"])
+    assert torch.equal(a[0].args["block_tables"], b[0].args["block_tables"])

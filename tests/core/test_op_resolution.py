@@ -1,0 +1,66 @@
+"""Op providers resolve once per platform: highest priority that runs there, is available
+and supports the static arguments; the reference everywhere else."""
+
+from __future__ import annotations
+
+import pluggy
+import pytest
+import torch
+
+from pagoda.ops import OPS, OpResolutionError, OpTable, current_ops, resolve_op, use_ops
+from pagoda.plugins import KernelProvider, PluginRegistries, get_registries
+
+
+@pytest.mark.parametrize(
+    ("platform", "expected"),
+    [("cpu", "cpu/cpu_native"), ("template", "template/template"), ("cuda", "core/reference")],
+)
+def test_every_op_resolves_to_the_platform_provider(platform: str, expected: str) -> None:
+    table = OpTable(platform, dtype=torch.float32)
+    assert table.providers == {op: expected for op in OPS}
+    assert table.platform == platform
+
+
+def test_table_calls_are_plain_functions() -> None:
+    from pagoda_cpu import ops as cpu_ops
+
+    table = OpTable("cpu")
+    assert table.rms_norm is cpu_ops.rms_norm
+    with pytest.raises(AttributeError):
+        table.no_such_op  # noqa: B018
+
+
+def _registries(*providers: KernelProvider) -> PluginRegistries:
+    regs = PluginRegistries(manager=pluggy.PluginManager("pagoda"))
+    for provider in providers:
+        regs.kernels.add(provider, "test")
+    return regs
+
+
+def test_supports_and_availability_decide() -> None:
+    fp16_only = KernelProvider("rms_norm", "fp16", "pagoda.ops.reference:rms_norm",
+                               ("npu",), priority=20,
+                               supports=lambda dtype, **_: dtype == torch.float16)
+    broken = KernelProvider("rms_norm", "broken", "pagoda.ops.reference:rms_norm", ("npu",),
+                            priority=30, is_available=lambda: "driver missing")
+    generic = KernelProvider("rms_norm", "generic", "pagoda.ops.reference:rms_norm", ("npu",))
+    regs = _registries(generic, fp16_only, broken)
+    assert resolve_op("rms_norm", "npu", regs, dtype=torch.float16).spec.name == "fp16"
+    assert resolve_op("rms_norm", "npu", regs, dtype=torch.bfloat16).spec.name == "generic"
+    with pytest.raises(OpResolutionError) as err:
+        resolve_op("rms_norm", "npu", _registries(broken, fp16_only), dtype=torch.float32)
+    assert "test/broken: driver missing" in str(err.value)
+    assert "test/fp16: does not support" in str(err.value)
+
+
+def test_unknown_op() -> None:
+    with pytest.raises(OpResolutionError, match="Unknown op 'softmax' .*rms_norm"):
+        resolve_op("softmax", "cpu", get_registries())
+
+
+def test_use_ops_sets_and_restores_the_current_table() -> None:
+    assert current_ops().providers["rms_norm"] == "core/reference"
+    table = OpTable("template")
+    with use_ops(table):
+        assert current_ops() is table
+    assert current_ops().providers["rms_norm"] == "core/reference"

@@ -1,0 +1,28 @@
+"""Every kernel provider registered for `cpu` matches core's references in every dtype."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from pagoda.ops import OPS
+from pagoda.testing import DTYPES, ProviderEntry, check_kernel_provider, dtype_name
+from pagoda.testing import kernel_providers as registered
+
+PROVIDERS = registered("cpu")
+
+
+def test_registered_providers() -> None:
+    found = {(e.op, e.plugin, e.provider.name) for e in PROVIDERS}
+    expected = {(op, plugin, name) for op in OPS
+                for plugin, name in (("cpu", "cpu_native"), ("core", "reference"))}
+    assert found == expected
+    assert [e.plugin for e in PROVIDERS if e.op == "rms_norm"] == ["cpu", "core"]  # priority
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=dtype_name)
+@pytest.mark.parametrize("entry", PROVIDERS, ids=lambda e: e.id)
+def test_provider_matches_reference(entry: ProviderEntry, dtype: torch.dtype) -> None:
+    report = check_kernel_provider(entry.provider, dtype, plugin=entry.plugin, seed=11)
+    report.raise_for_failures()
+    assert report.checked and not report.skipped  # the CPU supports every dtype and shape
