@@ -41,7 +41,7 @@ def _generate(llm: LLM, prompts: list[list[int]]) -> list[list[int]]:
 @pytest.mark.parametrize("device", ["cpu", "template"])
 def test_batch_of_one(checkpoint, device):
     _, path, expected, _ = checkpoint
-    llm = LLM(str(path), device=device, num_kv_blocks=256)
+    llm = LLM(str(path), dtype="float32", device=device, num_kv_blocks=256)
     for prompt, want in zip(MIXED[:2], expected[:2]):
         assert _generate(llm, [prompt]) == [want]
 
@@ -49,20 +49,20 @@ def test_batch_of_one(checkpoint, device):
 @pytest.mark.parametrize("device", ["cpu", "template"])
 def test_mixed_lengths_in_one_batch(checkpoint, device):
     _, path, expected, _ = checkpoint
-    llm = LLM(str(path), device=device, num_kv_blocks=256)
+    llm = LLM(str(path), dtype="float32", device=device, num_kv_blocks=256)
     assert _generate(llm, MIXED) == expected
 
 
 def test_chunked_prefill_eight_tokens_per_step(checkpoint):
     _, path, expected, _ = checkpoint
-    llm = LLM(str(path), max_num_batched_tokens=8, num_kv_blocks=256, block_size=4)
+    llm = LLM(str(path), dtype="float32", max_num_batched_tokens=8, num_kv_blocks=256, block_size=4)
     assert _generate(llm, MIXED) == expected
 
 
 @pytest.mark.parametrize("device", ["cpu", "template"])
 def test_prefix_caching_with_a_shared_prefix(checkpoint, device):
     _, path, _, expected = checkpoint
-    llm = LLM(str(path), device=device, num_kv_blocks=256, block_size=4)
+    llm = LLM(str(path), dtype="float32", device=device, num_kv_blocks=256, block_size=4)
     assert _generate(llm, SHARED[:1]) == expected[:1]
     assert _generate(llm, SHARED) == expected
     stats = llm.engine.core.stats()
@@ -72,7 +72,7 @@ def test_prefix_caching_with_a_shared_prefix(checkpoint, device):
 @pytest.mark.parametrize("device", ["cpu", "template"])
 def test_preemption_with_a_tiny_kv_cache(checkpoint, device):
     _, path, expected, _ = checkpoint
-    llm = LLM(str(path), device=device, num_kv_blocks=14, block_size=4)
+    llm = LLM(str(path), dtype="float32", device=device, num_kv_blocks=14, block_size=4)
     assert _generate(llm, MIXED) == expected
     stats = llm.engine.core.stats()
     assert stats.num_preemptions > 0

@@ -19,7 +19,7 @@ def model_dir(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def llm(model_dir):
-    return LLM(str(model_dir), num_kv_blocks=128, block_size=4, max_num_batched_tokens=64)
+    return LLM(str(model_dir), dtype="float32", num_kv_blocks=128, block_size=4, max_num_batched_tokens=64)
 
 
 @pytest.fixture(scope="module")
@@ -133,3 +133,21 @@ def test_text_prompts_are_tokenized_and_detokenized(llm):
     tokenizer = llm.get_tokenizer()
     assert out.outputs[0].text.strip() == tokenizer.decode(out.outputs[0].token_ids,
                                                            skip_special_tokens=True)
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16", "auto"])
+def test_other_dtypes_run_and_stay_close_to_float32(model_dir, llm, dtype):
+    from pagoda.platforms import resolve_platform
+
+    other = LLM(str(model_dir), dtype=dtype, num_kv_blocks=64, block_size=4)
+    expected = dtype if dtype != "auto" else str(resolve_platform("cpu").default_dtype)
+    assert other.engine.core.info["dtype"] == expected.removeprefix("torch.")
+    params = SamplingParams(temperature=0.0, max_tokens=1, logprobs=5, ignore_eos=True)
+    (ours,) = other.generate([PROMPTS[0]], params, use_tqdm=False)
+    (ref,) = llm.generate([PROMPTS[0]], params, use_tqdm=False)
+    # The float32 top-5 holds the low-precision greedy token, with a close logprob.
+    ref_top = dict(zip(ref.outputs[0].logprobs[0].token_ids[1:],
+                       ref.outputs[0].logprobs[0].logprobs[1:]))
+    token, logprob = ours.outputs[0].token_ids[0], ours.outputs[0].logprobs[0].logprobs[0]
+    assert token in ref_top
+    assert logprob == pytest.approx(ref_top[token], abs=0.1)

@@ -6,6 +6,7 @@ import torch
 
 from pagoda.attention import AttentionBackend, AttentionImpl, AttentionMetadata
 from pagoda_cpu import ops
+from pagoda_cpu.paged_attention import paged_attention
 
 
 class CpuSdpaAttentionImpl(AttentionImpl):
@@ -18,7 +19,7 @@ class CpuSdpaAttentionImpl(AttentionImpl):
         metadata: AttentionMetadata,
     ) -> torch.Tensor:
         ops.reshape_and_cache(key, value, kv_cache, metadata.slot_mapping)
-        return ops.sdpa_paged_attention(
+        return paged_attention(
             query, kv_cache, metadata.block_tables, metadata.query_start_loc_cpu,
             metadata.seq_lens_cpu, self.scale, self.sliding_window,
         )

@@ -32,3 +32,20 @@ def meminfo() -> dict[str, int]:
             return {r[0].rstrip(":"): int(r[1]) * 1024 for r in rows if len(r) >= 2}
     except OSError:
         return {}
+
+
+def cpu_flags() -> set[str]:
+    """Instruction-set flags ("flags" on x86, "Features" on Arm) from /proc/cpuinfo."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith(("flags", "Features")):
+                    return set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return set()
+
+
+def has_fast_bf16() -> bool:
+    """Whether bfloat16 matmuls run natively (AVX512-BF16, AMX or Arm BF16)."""
+    return bool(cpu_flags() & {"avx512_bf16", "amx_bf16", "bf16"})

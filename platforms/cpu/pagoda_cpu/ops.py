@@ -6,6 +6,7 @@ import torch
 import torch.nn.functional as F
 
 from pagoda.ops import reference
+from pagoda_cpu.paged_attention import paged_attention as cpu_paged_attention
 
 
 def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
@@ -56,46 +57,8 @@ def paged_attention(
     sliding_window: int | None = None,
     logits_soft_cap: float | None = None,
 ) -> torch.Tensor:
-    """Per sequence: gather its blocks, then PyTorch's fused SDPA (GQA without copies)."""
     if logits_soft_cap is not None:
         return reference.paged_attention(query, kv_cache, block_tables, query_start_loc,
                                          seq_lens, scale, sliding_window, logits_soft_cap)
-    return sdpa_paged_attention(query, kv_cache, block_tables, query_start_loc.tolist(),
-                                seq_lens.tolist(), scale, sliding_window)
-
-
-def sdpa_paged_attention(
-    query: torch.Tensor,
-    kv_cache: torch.Tensor,
-    block_tables: torch.Tensor,
-    query_start_loc: list[int],
-    seq_lens: list[int],
-    scale: float,
-    sliding_window: int | None = None,
-) -> torch.Tensor:
-    out = torch.empty_like(query)
-    block_size = kv_cache.shape[2]
-    group = query.shape[1] // kv_cache.shape[3]
-    for b, seq_len in enumerate(seq_lens):
-        start, end = query_start_loc[b], query_start_loc[b + 1]
-        q_len = end - start
-        if q_len == 0:
-            continue
-        blocks = block_tables[b, : -(-seq_len // block_size)]
-        k = kv_cache[0, blocks].flatten(0, 1)[:seq_len].transpose(0, 1)  # [K, S, D]
-        v = kv_cache[1, blocks].flatten(0, 1)[:seq_len].transpose(0, 1)
-        q = query[start:end].transpose(0, 1)  # [H, q, D]
-        mask = None
-        if sliding_window is not None or (q_len > 1 and q_len != seq_len):
-            q_pos = torch.arange(seq_len - q_len, seq_len)[:, None]
-            k_pos = torch.arange(seq_len)[None, :]
-            allowed = k_pos <= q_pos
-            if sliding_window is not None:
-                allowed &= k_pos > q_pos - sliding_window
-            mask = allowed
-        o = F.scaled_dot_product_attention(
-            q, k.to(q.dtype), v.to(q.dtype), attn_mask=mask,
-            is_causal=mask is None and q_len > 1, scale=scale, enable_gqa=group > 1,
-        )
-        out[start:end] = o.transpose(0, 1)
-    return out
+    return cpu_paged_attention(query, kv_cache, block_tables, query_start_loc.tolist(),
+                               seq_lens.tolist(), scale, sliding_window)

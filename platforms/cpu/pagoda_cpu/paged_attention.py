@@ -1,0 +1,102 @@
+"""Paged attention on the CPU.
+
+Decodes (one query token) of a step are batched into one gather and two matmuls with
+GQA grouping (no head expansion); prefills and prefill chunks go one sequence at a time
+through PyTorch's fused SDPA, which is compute-bound anyway.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+
+def paged_attention(
+    query: torch.Tensor,
+    kv_cache: torch.Tensor,
+    block_tables: torch.Tensor,
+    query_start_loc: list[int],
+    seq_lens: list[int],
+    scale: float,
+    sliding_window: int | None = None,
+) -> torch.Tensor:
+    """See `pagoda.ops.reference.paged_attention`; the offsets come as host lists."""
+    out = torch.empty_like(query)
+    decodes, others = [], []
+    for b in range(len(seq_lens)):
+        q_len = query_start_loc[b + 1] - query_start_loc[b]
+        if q_len == 1:
+            decodes.append(b)
+        elif q_len > 1:
+            others.append(b)
+    if decodes:
+        rows = [query_start_loc[b] for b in decodes]
+        out[rows] = _decode(query[rows], kv_cache, block_tables[decodes],
+                            [seq_lens[b] for b in decodes], scale, sliding_window)
+    for b in others:
+        start, end = query_start_loc[b], query_start_loc[b + 1]
+        out[start:end] = _prefill(query[start:end], kv_cache, block_tables[b], seq_lens[b],
+                                  scale, sliding_window)
+    return out
+
+
+def _gather(kv_cache: torch.Tensor, tables: torch.Tensor, length: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Keys and values [B, S, K, D] of the first `length` slots along each block table."""
+    block_size = kv_cache.shape[2]
+    tables = tables[..., : -(-length // block_size)]
+    k = kv_cache[0][tables].flatten(-4, -3)[..., :length, :, :]
+    v = kv_cache[1][tables].flatten(-4, -3)[..., :length, :, :]
+    return k, v
+
+
+def _decode(
+    query: torch.Tensor,  # [B, H, D]
+    kv_cache: torch.Tensor,
+    tables: torch.Tensor,  # [B, blocks]
+    seq_lens: list[int],
+    scale: float,
+    sliding_window: int | None,
+) -> torch.Tensor:
+    batch, num_heads, head_size = query.shape
+    num_kv_heads = kv_cache.shape[3]
+    group = num_heads // num_kv_heads
+    longest = max(seq_lens)
+    k, v = _gather(kv_cache, tables, longest)  # [B, S, K, D]
+    q = query.view(batch, num_kv_heads, group, head_size)
+    scores = torch.matmul(q, k.permute(0, 2, 3, 1).to(q.dtype)).float() * scale  # [B, K, G, S]
+    lens = torch.tensor(seq_lens)[:, None]
+    pos = torch.arange(longest)[None, :]
+    hidden = pos >= lens
+    if sliding_window is not None:
+        hidden |= pos < lens - sliding_window
+    scores.masked_fill_(hidden[:, None, None, :], float("-inf"))
+    probs = scores.softmax(dim=-1).to(q.dtype)
+    out = torch.matmul(probs, v.permute(0, 2, 1, 3).to(q.dtype))  # [B, K, G, D]
+    return out.reshape(batch, num_heads, head_size)
+
+
+def _prefill(
+    query: torch.Tensor,  # [q, H, D]
+    kv_cache: torch.Tensor,
+    table: torch.Tensor,
+    seq_len: int,
+    scale: float,
+    sliding_window: int | None,
+) -> torch.Tensor:
+    q_len, num_heads, _ = query.shape
+    group = num_heads // kv_cache.shape[3]
+    k, v = _gather(kv_cache, table, seq_len)  # [S, K, D]
+    if group > 1:
+        k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
+    mask = None
+    if sliding_window is not None or q_len != seq_len:
+        q_pos = torch.arange(seq_len - q_len, seq_len)[:, None]
+        k_pos = torch.arange(seq_len)[None, :]
+        mask = k_pos <= q_pos
+        if sliding_window is not None:
+            mask &= k_pos > q_pos - sliding_window
+    out = F.scaled_dot_product_attention(
+        query.transpose(0, 1), k.transpose(0, 1).to(query.dtype),
+        v.transpose(0, 1).to(query.dtype), attn_mask=mask, is_causal=mask is None, scale=scale,
+    )
+    return out.transpose(0, 1)
