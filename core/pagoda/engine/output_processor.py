@@ -31,11 +31,19 @@ class _Completion:
     def output(self) -> CompletionOutput:
         wants_logprobs = self.params.logprobs is not None
         return CompletionOutput(
-            self.index, self.text, list(self.token_ids),
+            self.index, self.visible_text(), list(self.token_ids),
             self.cumulative_logprob if wants_logprobs else None,
             list(self.logprobs) if wants_logprobs else None,
             self.finish_reason, self.stop_reason,
         )
+
+    def visible_text(self) -> str:
+        """The text so far, less a tail that could still grow into a stop string (so a
+        stream never shows text that a stop string later removes)."""
+        if self.finish_reason is not None or not self.params.stop:
+            return self.text
+        hold = max(len(stop) for stop in self.params.stop) - 1
+        return self.text[: max(0, len(self.text) - hold)]
 
 
 @dataclass

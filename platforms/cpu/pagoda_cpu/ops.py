@@ -10,9 +10,8 @@ from pagoda_cpu.paged_attention import paged_attention as cpu_paged_attention
 
 
 def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
-    if x.dtype == torch.float32:
-        return F.rms_norm(x, (x.shape[-1],), weight, eps)
-    return F.rms_norm(x.float(), (x.shape[-1],), weight.float(), eps).to(x.dtype)
+    # PyTorch's fused kernel accumulates low-precision inputs in float32.
+    return F.rms_norm(x, (x.shape[-1],), weight.to(x.dtype), eps)
 
 
 def fused_add_rms_norm(
@@ -26,10 +25,9 @@ rotary_embedding = reference.rotary_embedding
 
 
 def silu_and_mul(x: torch.Tensor) -> torch.Tensor:
+    """In the input dtype: one extra rounding against the reference, within conformance."""
     d = x.shape[-1] // 2
-    if x.dtype == torch.float32:
-        return F.silu(x[..., :d]) * x[..., d:]
-    return reference.silu_and_mul(x)
+    return F.silu(x[..., :d]) * x[..., d:]
 
 
 gelu_and_mul = reference.gelu_and_mul

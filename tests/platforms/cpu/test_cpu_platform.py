@@ -29,7 +29,9 @@ def test_capabilities(cpu: Platform) -> None:
     assert type(cpu).__name__ == "CpuPlatform"
     assert (cpu.name, cpu.device_type, cpu.dispatch_key) == ("cpu", "cpu", "CPU")
     assert cpu.supported_dtypes == (torch.float32, torch.bfloat16, torch.float16)
-    assert cpu.default_dtype == torch.float32
+    with open("/proc/cpuinfo") as f:
+        native_bf16 = any(flag in f.read().split() for flag in ("avx512_bf16", "amx_bf16"))
+    assert cpu.default_dtype == (torch.bfloat16 if native_bf16 else torch.float32)
     assert cpu.distributed_backend == "gloo"
     assert cpu.preferred_attention_backends[0] == "cpu_sdpa"
     assert cpu.supports_graph_capture is False and cpu.fp8_dtype is None
