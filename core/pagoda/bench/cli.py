@@ -36,6 +36,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     lat.add_argument("--batch-size", type=int, default=8)
     lat.add_argument("--num-iters", type=int, default=5)
     lat.add_argument("--num-iters-warmup", type=int, default=1)
+    _add_plugin_benchmarks(sub)
+
+
+def _add_plugin_benchmarks(sub: Any) -> None:
+    """Benchmarks other plugins register as CLI subcommands named "bench NAME"."""
+    from pagoda.plugins.lazy import load_target
+    from pagoda.plugins.manager import get_registries
+
+    for entry in get_registries().cli_commands:
+        parent, _, name = entry.spec.name.partition(" ")
+        if parent != "bench" or not name or name in sub.choices:
+            continue
+        extra = sub.add_parser(name, help=entry.spec.help, description=entry.spec.help)
+        load_target(entry.spec.add_arguments)(extra)
+        extra.set_defaults(_run=entry.spec.run)
 
 
 def _backends(args: argparse.Namespace) -> list[Any]:

@@ -35,8 +35,9 @@ def add_engine_arguments(parser: argparse.ArgumentParser, model_positional: bool
     g.add_argument("--block-size", type=int, default=16)
     g.add_argument("--kv-cache-memory", type=parse_bytes, default=None,
                    help="KV cache size in bytes (e.g. 2GiB); default: a fraction of free memory")
-    g.add_argument("--memory-fraction", type=float, default=0.5,
-                   help="fraction of free device memory for the KV cache")
+    g.add_argument("--memory-fraction", type=float, default=None,
+                   help="fraction of free device memory for the KV cache "
+                        "(default: the platform's choice)")
     g.add_argument("--enable-prefix-caching", action=argparse.BooleanOptionalAction, default=True)
     g.add_argument("--enable-chunked-prefill", action=argparse.BooleanOptionalAction, default=True)
     g.add_argument("--scheduling-policy", default="fcfs", choices=["fcfs", "priority"])

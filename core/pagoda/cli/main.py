@@ -20,8 +20,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for entry in sorted(regs.cli_commands, key=lambda e: e.spec.name):
         spec = entry.spec
-        if spec.name in sub.choices:
-            continue  # a higher-priority registration of this name came first
+        if spec.name in sub.choices or " " in spec.name:
+            continue  # taken by a higher priority, or a sub-subcommand ("bench serve")
         cmd = sub.add_parser(spec.name, help=spec.help, description=spec.help,
                              aliases=list(spec.aliases))
         load_target(spec.add_arguments)(cmd)

@@ -60,8 +60,9 @@ class ModelConfig:
 class CacheConfig:
     block_size: int = 16
     kv_cache_memory: int | None = None
-    """Bytes of KV cache; None: `memory_fraction` of the device's free memory."""
-    memory_fraction: float = 0.5
+    """Bytes of KV cache; None: `memory_fraction` of the device's free memory, or the
+    platform's default when that is None too."""
+    memory_fraction: float | None = None
     kv_cache_dtype: str | torch.dtype = "auto"
     enable_prefix_caching: bool = True
     num_blocks_override: int | None = None
@@ -72,7 +73,7 @@ class CacheConfig:
             raise ValueError(f"block_size must be a power of two, got {self.block_size}")
         if self.kv_cache_memory is not None and self.kv_cache_memory <= 0:
             raise ValueError(f"kv_cache_memory must be > 0 bytes, got {self.kv_cache_memory}")
-        if not 0 < self.memory_fraction <= 1:
+        if self.memory_fraction is not None and not 0 < self.memory_fraction <= 1:
             raise ValueError(f"memory_fraction must be in (0, 1], got {self.memory_fraction}")
         if self.num_blocks_override is not None and self.num_blocks_override < 1:
             raise ValueError(f"num_blocks_override must be >= 1, got {self.num_blocks_override}")

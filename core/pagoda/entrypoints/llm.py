@@ -35,7 +35,7 @@ class LLM:
         max_num_batched_tokens: int = 2048,
         block_size: int = 16,
         kv_cache_memory: int | None = None,
-        memory_fraction: float = 0.5,
+        memory_fraction: float | None = None,
         num_kv_blocks: int | None = None,
         kv_cache_dtype: str = "auto",
         enable_prefix_caching: bool = True,

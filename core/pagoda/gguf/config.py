@@ -29,9 +29,9 @@ ARCHITECTURES: dict[str, ArchSpec] = {
     "qwen3": ArchSpec("qwen3", "Qwen3ForCausalLM", permuted_qk=False),
 }
 
-# A float file keeps its dtype. Quantized files do not record the source dtype;
-# bfloat16 is what current checkpoints are trained in and has fp32's range.
-_FILE_DTYPES = {LlamaFileType.ALL_F32: "float32", LlamaFileType.MOSTLY_F16: "float16"}
+# A float file keeps its dtype. A quantized file's weights dequantize exactly into
+# float32, and llama.cpp runs such models with float32 activations: so do we.
+_FILE_DTYPES = {LlamaFileType.MOSTLY_F16: "float16", LlamaFileType.MOSTLY_BF16: "bfloat16"}
 
 
 def arch_spec(architecture: str) -> ArchSpec:
@@ -81,7 +81,7 @@ def build_config(
         bos_token_id=meta.get("tokenizer.ggml.bos_token_id"),
         eos_token_id=meta.get("tokenizer.ggml.eos_token_id"),
         pad_token_id=meta.get("tokenizer.ggml.padding_token_id"),
-        dtype=_FILE_DTYPES.get(meta.get("general.file_type"), "bfloat16"),
+        dtype=_FILE_DTYPES.get(meta.get("general.file_type"), "float32"),
     )
     if spec.model_type == "llama":
         kwargs["attention_bias"] = "blk.0.attn_q.bias" in shapes

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import hashlib
+import logging
+import os
+import tempfile
 from pathlib import Path
 
 from transformers import AutoTokenizer, PreTrainedTokenizerBase
@@ -15,11 +19,39 @@ _SPECIAL_IDS = {
 }
 
 
+logger = logging.getLogger(__name__)
+
+
+def _cache_dir(path: Path) -> Path:
+    """Where the converted tokenizer of this exact file is kept ($PAGODA_CACHE_DIR)."""
+    stat = path.stat()
+    key = hashlib.sha256(f"{path.resolve()}:{stat.st_size}:{stat.st_mtime_ns}".encode())
+    root = Path(os.environ.get("PAGODA_CACHE_DIR", Path.home() / ".cache" / "pagoda"))
+    return root / "gguf-tokenizers" / key.hexdigest()[:32]
+
+
 def load_tokenizer(path: Path, meta: GGUFMetadata) -> PreTrainedTokenizerBase:
     """transformers' tokenizer for the GGUF at `path`.
 
-    The file's chat template and bos/eos/pad ids win over whatever the conversion chose.
+    Converting the GGUF vocabulary takes seconds, so the result is cached on disk per
+    file (path, size, modification time). The file's chat template and bos/eos/pad ids
+    win over whatever the conversion chose.
     """
+    cached = _cache_dir(path)
+    if (cached / "tokenizer_config.json").is_file():
+        return AutoTokenizer.from_pretrained(cached)
+    tokenizer = _convert(path, meta)
+    try:
+        cached.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(dir=cached.parent, ignore_cleanup_errors=True) as tmp:
+            tokenizer.save_pretrained(tmp)
+            os.replace(tmp, cached)
+    except OSError as exc:  # read-only home, or another process won the race
+        logger.debug("not caching the tokenizer of %s: %s", path, exc)
+    return tokenizer
+
+
+def _convert(path: Path, meta: GGUFMetadata) -> PreTrainedTokenizerBase:
     tokenizer = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
     template = meta.get("tokenizer.chat_template")
     if template and tokenizer.chat_template != template:

@@ -75,6 +75,10 @@ class Platform(ABC):
     def memory_info(self, index: int = 0) -> MemoryInfo:
         """Total and currently available memory of a device."""
 
+    def default_kv_cache_bytes(self, memory: MemoryInfo) -> int:
+        """KV cache size when the user sets none: half the device's free memory."""
+        return memory.available // 2
+
     def torch_device(self, index: int = 0) -> torch.device:
         """The torch device for device `index`."""
         return torch.device(self.device_type, index)

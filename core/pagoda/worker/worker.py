@@ -38,7 +38,7 @@ class Worker(WorkerBase):
         torch.manual_seed(self.config.model.seed)
 
     def _dtypes(self) -> tuple[torch.dtype, torch.dtype]:
-        dtype = parse_dtype(self.config.model.dtype) or self.platform.default_dtype
+        dtype = parse_dtype(self.config.model.dtype) or self._auto_dtype()
         if dtype not in self.platform.supported_dtypes:
             raise ValueError(
                 f"dtype {dtype} is not supported on {self.platform.name!r} "
@@ -46,6 +46,16 @@ class Worker(WorkerBase):
             )
         kv_dtype = parse_dtype(self.config.cache.kv_cache_dtype) or dtype
         return dtype, kv_dtype
+
+    def _auto_dtype(self) -> torch.dtype:
+        """The checkpoint's own dtype where the platform runs it, else the platform's."""
+        declared = getattr(self.hf_config, "dtype", None) or getattr(
+            self.hf_config, "torch_dtype", None)
+        if isinstance(declared, str):
+            declared = parse_dtype(declared)
+        if declared in self.platform.supported_dtypes:
+            return declared
+        return self.platform.default_dtype
 
     def load_model(self) -> None:
         dtype, kv_dtype = self._dtypes()
@@ -74,10 +84,13 @@ class Worker(WorkerBase):
         if cache.num_blocks_override is not None:
             return cache.num_blocks_override
         per_block = self.kv_spec.block_bytes * self.num_layers
+        memory = self.platform.memory_info(self.local_rank)
         if cache.kv_cache_memory is not None:
             budget = cache.kv_cache_memory
+        elif cache.memory_fraction is not None:
+            budget = int(memory.available * cache.memory_fraction)
         else:
-            budget = int(self.platform.memory_info(self.local_rank).available * cache.memory_fraction)
+            budget = self.platform.default_kv_cache_bytes(memory)
         # More than every sequence at full length can never be in use at once.
         useful = self.config.scheduler.max_num_seqs * self.config.model.max_model_len
         num_blocks = min(budget // per_block, -(-useful // self.kv_spec.block_size))
@@ -90,7 +103,8 @@ class Worker(WorkerBase):
 
     def initialize_cache(self, num_blocks: int) -> None:
         shape = self.attn_backend.kv_cache_shape(self.kv_spec, num_blocks)
-        kv_caches = [torch.zeros(shape, dtype=self.kv_spec.dtype, device=self.device)
+        # Uninitialised on purpose: backends never read slots outside a sequence.
+        kv_caches = [torch.empty(shape, dtype=self.kv_spec.dtype, device=self.device)
                      for _ in range(self.num_layers)]
         builder = self.attn_backend.get_builder_cls()(self.kv_spec, self.device)
         self.runner = ModelRunner(

@@ -40,7 +40,9 @@ def paged_attention(
     return out
 
 
-def _gather(kv_cache: torch.Tensor, tables: torch.Tensor, length: int) -> tuple[torch.Tensor, torch.Tensor]:
+def _gather(
+    kv_cache: torch.Tensor, tables: torch.Tensor, length: int
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Keys and values [B, S, K, D] of the first `length` slots along each block table."""
     block_size = kv_cache.shape[2]
     tables = tables[..., : -(-length // block_size)]
@@ -71,6 +73,8 @@ def _decode(
         hidden |= pos < lens - sliding_window
     scores.masked_fill_(hidden[:, None, None, :], float("-inf"))
     probs = scores.softmax(dim=-1).to(q.dtype)
+    # Padding slots hold whatever the cache held (maybe NaN): 0 * NaN would leak through.
+    v = v.masked_fill(hidden[:, :, None, None], 0)
     out = torch.matmul(probs, v.permute(0, 2, 1, 3).to(q.dtype))  # [B, K, G, D]
     return out.reshape(batch, num_heads, head_size)
 

@@ -42,5 +42,9 @@ class CpuPlatform(Platform):
         avail = os.sysconf("SC_AVPHYS_PAGES")
         return MemoryInfo(pages * page_size, avail * page_size)
 
+    def default_kv_cache_bytes(self, memory: MemoryInfo) -> int:
+        """4 GiB (or half the free memory if less): host memory is shared with everything."""
+        return min(4 * 2**30, memory.available // 2)
+
     def torch_device(self, index: int = 0) -> torch.device:
         return torch.device("cpu")
