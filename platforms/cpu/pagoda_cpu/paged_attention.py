@@ -30,9 +30,13 @@ def paged_attention(
         elif q_len > 1:
             others.append(b)
     if decodes:
-        rows = [query_start_loc[b] for b in decodes]
-        out[rows] = _decode(query[rows], kv_cache, block_tables[decodes],
-                            [seq_lens[b] for b in decodes], scale, sliding_window)
+        lens = [seq_lens[b] for b in decodes]
+        if len(decodes) == len(seq_lens):  # a pure decode step: row b is sequence b
+            out[:] = _decode(query, kv_cache, block_tables, lens, scale, sliding_window)
+        else:
+            rows = [query_start_loc[b] for b in decodes]
+            out[rows] = _decode(query[rows], kv_cache, block_tables[decodes], lens, scale,
+                                sliding_window)
     for b in others:
         start, end = query_start_loc[b], query_start_loc[b + 1]
         out[start:end] = _prefill(query[start:end], kv_cache, block_tables[b], seq_lens[b],
@@ -46,8 +50,10 @@ def _gather(
     """Keys and values [B, S, K, D] of the first `length` slots along each block table."""
     block_size = kv_cache.shape[2]
     tables = tables[..., : -(-length // block_size)]
-    k = kv_cache[0][tables].flatten(-4, -3)[..., :length, :, :]
-    v = kv_cache[1][tables].flatten(-4, -3)[..., :length, :, :]
+    flat = tables.reshape(-1).long()
+    shape = (*tables.shape[:-1], tables.shape[-1] * block_size, *kv_cache.shape[3:])
+    k = kv_cache[0].index_select(0, flat).view(shape)[..., :length, :, :]
+    v = kv_cache[1].index_select(0, flat).view(shape)[..., :length, :, :]
     return k, v
 
 
