@@ -1,0 +1,223 @@
+"""SmolLM2-135M-Instruct on this CPU, side by side in one run: Pagoda, HF transformers
+(same GGUF file) and llama.cpp (llama-cpp-python, same file, same thread count).
+
+    pip install llama-cpp-python          # benchmark-only; builds llama.cpp (~5 min)
+    python ci/bench_smollm2_cpu.py --output-json smollm2.json
+
+Figures: single-stream decode tokens/s (128 new tokens), prefill tokens/s of a 512-token
+prompt, and total output tokens/s for 16 and 64 concurrent ~64-token prompts with 128 new
+tokens each. Greedy decoding, end-of-sequence ignored, random token prompts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import statistics
+import time
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+NEW_TOKENS = 128
+PREFILL_LEN = 512
+CONCURRENT_PROMPT_LEN = 64
+
+
+def _prompts(n: int, length: int, vocab: int, seed: int) -> list[list[int]]:
+    rng = random.Random(seed)
+    return [[rng.randrange(3, vocab) for _ in range(length)] for _ in range(n)]
+
+
+def _best_of(runs: int, fn: Callable[[], float]) -> float:
+    """The median of `runs` measurements (each a rate: higher is better)."""
+    return statistics.median(fn() for _ in range(runs))
+
+
+class PagodaRunner:
+    def __init__(self, label: str, **llm_kwargs: Any):
+        from pagoda import LLM, SamplingParams
+
+        self.name = label
+        self.llm = LLM(**llm_kwargs)
+        self.params = SamplingParams
+        self.vocab = self.llm.engine.hf_config.vocab_size
+
+    def _run(self, prompts: list[list[int]], new: int) -> tuple[float, list[Any]]:
+        params = self.params(temperature=0.0, max_tokens=new, ignore_eos=True, detokenize=False)
+        start = time.perf_counter()
+        outs = self.llm.generate([{"prompt_token_ids": p} for p in prompts], params,
+                                 use_tqdm=False)
+        return time.perf_counter() - start, outs
+
+    def decode(self, prompt: list[int]) -> float:
+        _, (out,) = self._run([prompt], NEW_TOKENS)
+        m = out.metrics
+        return (NEW_TOKENS - 1) / (m["last_token_time"] - m["first_token_time"])
+
+    def prefill(self, prompt: list[int]) -> float:
+        elapsed, _ = self._run([prompt], 1)
+        return len(prompt) / elapsed
+
+    def concurrent(self, prompts: list[list[int]]) -> float:
+        elapsed, _ = self._run(prompts, NEW_TOKENS)
+        return len(prompts) * NEW_TOKENS / elapsed
+
+
+class HFRunner:
+    """transformers' own GGUF load; concurrent prompts as one static batch (equal lengths)."""
+
+    def __init__(self, path: Any, dtype: torch.dtype):
+        from transformers import AutoModelForCausalLM
+
+        self.name = f"HF transformers ({str(dtype).removeprefix('torch.')})"
+        self.model = AutoModelForCausalLM.from_pretrained(
+            path.parent, gguf_file=path.name, torch_dtype=dtype).eval()
+
+    @torch.inference_mode()
+    def _generate(self, prompts: list[list[int]], new: int) -> float:
+        ids = torch.tensor(prompts)
+        start = time.perf_counter()
+        self.model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=new,
+                            min_new_tokens=new, do_sample=False, eos_token_id=None,
+                            pad_token_id=0)
+        return time.perf_counter() - start
+
+    def decode(self, prompt: list[int]) -> float:
+        first = self._generate([prompt], 1)
+        return (NEW_TOKENS - 1) / (self._generate([prompt], NEW_TOKENS) - first)
+
+    def prefill(self, prompt: list[int]) -> float:
+        return len(prompt) / self._generate([prompt], 1)
+
+    def concurrent(self, prompts: list[list[int]]) -> float:
+        return len(prompts) * NEW_TOKENS / self._generate(prompts, NEW_TOKENS)
+
+
+class LlamaCppRunner:
+    """llama.cpp through llama-cpp-python's low-level API; concurrent prompts decode as
+    parallel sequences of one batch, the way llama.cpp's own server batches them."""
+
+    def __init__(self, path: Any, threads: int, flash_attn: bool):
+        import llama_cpp
+
+        self.lib = llama_cpp
+        self.name = f"llama.cpp {llama_cpp.__version__} ({threads} threads" + (
+            ", flash-attn)" if flash_attn else ")")
+        self.llm = llama_cpp.Llama(str(path), n_ctx=64 * (CONCURRENT_PROMPT_LEN + NEW_TOKENS),
+                                   n_batch=2048, n_ubatch=512, n_threads=threads,
+                                   n_threads_batch=threads, n_seq_max=64, logits_all=False,
+                                   flash_attn=flash_attn, verbose=False)
+        self.vocab = self.llm.n_vocab()
+
+    def _decode_batch(self, seqs: list[list[int]]) -> list[int]:
+        """Feed each sequence's tokens (positions continue per sequence); return each
+        sequence's greedy next token."""
+        lib, ctx = self.lib, self.llm.ctx
+        total = sum(len(s) for s in seqs)
+        batch = lib.llama_batch_init(total, 0, 1)
+        last_rows = []
+        try:
+            i = 0
+            for seq_id, tokens in enumerate(seqs):
+                for j, token in enumerate(tokens):
+                    batch.token[i] = token
+                    batch.pos[i] = self._pos[seq_id] + j
+                    batch.n_seq_id[i] = 1
+                    batch.seq_id[i][0] = seq_id
+                    batch.logits[i] = j == len(tokens) - 1
+                    i += 1
+                last_rows.append(i - 1)
+                self._pos[seq_id] += len(tokens)
+            batch.n_tokens = total
+            if lib.llama_decode(ctx, batch) != 0:
+                raise RuntimeError("llama_decode failed")
+        finally:
+            lib.llama_batch_free(batch)
+        return [self._argmax(row) for row in last_rows]
+
+    def _argmax(self, row: int) -> int:
+        import numpy as np
+
+        logits = self.lib.llama_get_logits_ith(self.llm.ctx, row)
+        return int(np.ctypeslib.as_array(logits, shape=(self.vocab,)).argmax())
+
+    def _generate(self, prompts: list[list[int]], new: int) -> tuple[float, float]:
+        """(seconds to the first tokens, seconds in total)."""
+        self.lib.llama_memory_clear(self.lib.llama_get_memory(self.llm.ctx), True)
+        self._pos = [0] * len(prompts)
+        start = time.perf_counter()
+        tokens = self._decode_batch(prompts)
+        first = time.perf_counter() - start
+        for _ in range(new - 1):
+            tokens = self._decode_batch([[t] for t in tokens])
+        return first, time.perf_counter() - start
+
+    def decode(self, prompt: list[int]) -> float:
+        first, total = self._generate([prompt], NEW_TOKENS)
+        return (NEW_TOKENS - 1) / (total - first)
+
+    def prefill(self, prompt: list[int]) -> float:
+        first, _ = self._generate([prompt], 1)
+        return len(prompt) / first
+
+    def concurrent(self, prompts: list[list[int]]) -> float:
+        _, total = self._generate(prompts, NEW_TOKENS)
+        return len(prompts) * NEW_TOKENS / total
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=3, help="median of this many runs")
+    parser.add_argument("--threads", type=int, default=torch.get_num_threads())
+    parser.add_argument("--skip", default="", help="comma list: hf, llama.cpp, quant")
+    parser.add_argument("--output-json", default=None)
+    args = parser.parse_args()
+    skip = set(filter(None, args.skip.split(",")))
+
+    from pagoda.model_source import resolve_model
+
+    path = resolve_model("smollm2-135m-instruct").path
+    runners: list[Any] = [
+        PagodaRunner("pagoda (float32, dequantized)", dtype="float32"),
+        PagodaRunner("pagoda (bfloat16, dequantized)", dtype="bfloat16"),
+    ]
+    if "quant" not in skip:
+        runners.append(PagodaRunner("pagoda (Q4 kept packed, int4 kernel)", quantization="gguf"))
+    if "hf" not in skip:
+        runners.append(HFRunner(path, torch.float32))
+    if "llama.cpp" not in skip:
+        runners.append(LlamaCppRunner(path, args.threads, flash_attn=False))
+
+    vocab = 49152
+    decode_prompt = _prompts(1, 32, vocab, 1)[0]
+    prefill_prompt = _prompts(1, PREFILL_LEN, vocab, 2)[0]
+    results: dict[str, dict[str, float]] = {}
+    for runner in runners:
+        runner.decode(decode_prompt[:8])  # warm-up
+        row = {
+            "decode_tok_s": _best_of(args.runs, lambda r=runner: r.decode(decode_prompt)),
+            "prefill_512_tok_s": _best_of(args.runs, lambda r=runner: r.prefill(prefill_prompt)),
+        }
+        for n in (16, 64):
+            prompts = _prompts(n, CONCURRENT_PROMPT_LEN, vocab, 3 + n)
+            row[f"concurrent_{n}_out_tok_s"] = _best_of(
+                max(1, args.runs - 1), lambda r=runner, p=prompts: r.concurrent(p))
+        results[runner.name] = row
+        print(runner.name, {k: round(v, 1) for k, v in row.items()}, flush=True)
+
+    keys = ["decode_tok_s", "prefill_512_tok_s", "concurrent_16_out_tok_s",
+            "concurrent_64_out_tok_s"]
+    print("\n| engine | decode 1 stream (tok/s) | prefill 512 (tok/s) | 16 × 128 out (tok/s) "
+          "| 64 × 128 out (tok/s) |\n| --- | --- | --- | --- | --- |")
+    for name, row in results.items():
+        print(f"| {name} | " + " | ".join(f"{row[k]:.1f}" for k in keys) + " |")
+    if args.output_json:
+        with open(args.output_json, "w") as f:
+            json.dump(results, f, indent=2)
+
+
+if __name__ == "__main__":
+    main()
