@@ -106,16 +106,26 @@ class LlamaCppRunner:
         self.lib = llama_cpp
         self.name = f"llama.cpp {llama_cpp.__version__} ({threads} threads" + (
             ", flash-attn)" if flash_attn else ")")
-        self.llm = llama_cpp.Llama(str(path), n_ctx=64 * (CONCURRENT_PROMPT_LEN + NEW_TOKENS),
-                                   n_batch=2048, n_ubatch=512, n_threads=threads,
-                                   n_threads_batch=threads, n_seq_max=64, logits_all=False,
-                                   flash_attn=flash_attn, verbose=False)
+        self.llm = llama_cpp.Llama(str(path), n_ctx=512, n_threads=threads, verbose=False)
+        # Llama() makes a one-sequence context; decode parallel sequences in our own.
+        params = llama_cpp.llama_context_default_params()
+        params.n_ctx = 64 * (CONCURRENT_PROMPT_LEN + NEW_TOKENS)
+        params.n_batch = params.n_ubatch = 2048
+        params.n_seq_max = 64
+        if hasattr(params, "kv_unified"):
+            params.kv_unified = True  # one cache shared by all sequences (the 512 prompt)
+        params.n_threads = params.n_threads_batch = threads
+        if hasattr(params, "flash_attn_type"):
+            params.flash_attn_type = 1 if flash_attn else 0
+        else:
+            params.flash_attn = flash_attn
+        self.ctx = llama_cpp.llama_init_from_model(self.llm._model.model, params)
         self.vocab = self.llm.n_vocab()
 
     def _decode_batch(self, seqs: list[list[int]]) -> list[int]:
         """Feed each sequence's tokens (positions continue per sequence); return each
         sequence's greedy next token."""
-        lib, ctx = self.lib, self.llm.ctx
+        lib, ctx = self.lib, self.ctx
         total = sum(len(s) for s in seqs)
         batch = lib.llama_batch_init(total, 0, 1)
         last_rows = []
@@ -141,12 +151,12 @@ class LlamaCppRunner:
     def _argmax(self, row: int) -> int:
         import numpy as np
 
-        logits = self.lib.llama_get_logits_ith(self.llm.ctx, row)
+        logits = self.lib.llama_get_logits_ith(self.ctx, row)
         return int(np.ctypeslib.as_array(logits, shape=(self.vocab,)).argmax())
 
     def _generate(self, prompts: list[list[int]], new: int) -> tuple[float, float]:
         """(seconds to the first tokens, seconds in total)."""
-        self.lib.llama_memory_clear(self.lib.llama_get_memory(self.llm.ctx), True)
+        self.lib.llama_memory_clear(self.lib.llama_get_memory(self.ctx), True)
         self._pos = [0] * len(prompts)
         start = time.perf_counter()
         tokens = self._decode_batch(prompts)
