@@ -74,7 +74,7 @@ class HFRunner:
 
         self.name = f"HF transformers ({str(dtype).removeprefix('torch.')})"
         self.model = AutoModelForCausalLM.from_pretrained(
-            path.parent, gguf_file=path.name, torch_dtype=dtype).eval()
+            path.parent, gguf_file=path.name, dtype=dtype).eval()
 
     @torch.inference_mode()
     def _generate(self, prompts: list[list[int]], new: int) -> float:

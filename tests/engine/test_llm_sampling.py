@@ -24,7 +24,7 @@ def llm(model_dir):
 
 @pytest.fixture(scope="module")
 def hf_model(model_dir):
-    return AutoModelForCausalLM.from_pretrained(model_dir, torch_dtype=torch.float32).eval()
+    return AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).eval()
 
 
 def _hf_logprobs(hf_model, ids: list[int]) -> torch.Tensor:

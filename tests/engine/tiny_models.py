@@ -46,7 +46,7 @@ def save_tokenizer(path: Path) -> None:
 def make_checkpoint(path: Path, config: PretrainedConfig, seed: int = 0) -> Path:
     """Save a random float32 model of `config` (with a tokenizer) to `path`."""
     torch.manual_seed(seed)
-    model = AutoModelForCausalLM.from_config(config, torch_dtype=torch.float32)
+    model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
     model.save_pretrained(path)
     save_tokenizer(path)
     return path
@@ -54,7 +54,7 @@ def make_checkpoint(path: Path, config: PretrainedConfig, seed: int = 0) -> Path
 
 def hf_greedy(path: Path, prompts: list[list[int]], max_new_tokens: int) -> list[list[int]]:
     """HF transformers' greedy continuation of each prompt, one at a time, eos ignored."""
-    model = AutoModelForCausalLM.from_pretrained(path, torch_dtype=torch.float32).eval()
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
     outputs = []
     with torch.inference_mode():
         for prompt in prompts:

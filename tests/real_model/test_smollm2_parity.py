@@ -21,7 +21,7 @@ TIE_MARGIN = 0.05  # logits closer than this may legitimately flip between imple
 @pytest.fixture(scope="module")
 def hf_model(smollm2):
     model = AutoModelForCausalLM.from_pretrained(
-        smollm2.path.parent, gguf_file=smollm2.path.name, torch_dtype=torch.float32)
+        smollm2.path.parent, gguf_file=smollm2.path.name, dtype=torch.float32)
     return model.eval()
 
 

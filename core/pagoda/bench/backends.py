@@ -81,12 +81,12 @@ class HFBackend:
         source = resolve_model(args.model)
         self.config = source.hf_config()
         if args.load_format == "dummy":
-            model = AutoModelForCausalLM.from_config(self.config, torch_dtype=self.dtype)
+            model = AutoModelForCausalLM.from_config(self.config, dtype=self.dtype)
         elif source.format == "gguf":
             model = AutoModelForCausalLM.from_pretrained(
-                source.path.parent, gguf_file=source.path.name, torch_dtype=self.dtype)
+                source.path.parent, gguf_file=source.path.name, dtype=self.dtype)
         else:
-            model = AutoModelForCausalLM.from_pretrained(source.path, torch_dtype=self.dtype)
+            model = AutoModelForCausalLM.from_pretrained(source.path, dtype=self.dtype)
         self.model = model.to(self.device).eval()
         self.batch_size = args.hf_batch_size
         self.temperature = args.temperature

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 from typing import Any
 
 from pagoda.bench.backends import BACKENDS, RunResult
@@ -48,8 +49,14 @@ def _add_plugin_benchmarks(sub: Any) -> None:
         parent, _, name = entry.spec.name.partition(" ")
         if parent != "bench" or not name or name in sub.choices:
             continue
+        try:
+            add_arguments = load_target(entry.spec.add_arguments)
+        except Exception:
+            logging.getLogger(__name__).exception(
+                "benchmark %r of plugin %r cannot be loaded; skipped", name, entry.plugin)
+            continue
         extra = sub.add_parser(name, help=entry.spec.help, description=entry.spec.help)
-        load_target(entry.spec.add_arguments)(extra)
+        add_arguments(extra)
         extra.set_defaults(_run=entry.spec.run)
 
 

@@ -29,6 +29,9 @@ def add_engine_arguments(parser: argparse.ArgumentParser, model_positional: bool
     g.add_argument("--tokenizer", default=None, help="tokenizer path if not the model's")
     g.add_argument("--dtype", default="auto", help="auto, float32, bfloat16 or float16")
     g.add_argument("--load-format", default="auto", choices=["auto", "safetensors", "gguf", "dummy"])
+    g.add_argument("--quantization", default=None,
+                   help="none (default: dense weights, GGUF ones dequantized) or gguf "
+                        "(keep Q4_0/Q4_1 GGUF weights 4-bit; CPU)")
     g.add_argument("--max-model-len", type=int, default=None)
     g.add_argument("--max-num-seqs", type=int, default=256)
     g.add_argument("--max-num-batched-tokens", type=int, default=2048)
@@ -64,6 +67,7 @@ def engine_kwargs(args: argparse.Namespace) -> dict[str, Any]:
         "scheduling_policy": args.scheduling_policy,
         "attention_backend": args.attention_backend, "seed": args.seed,
         "generation_config": args.generation_config, "chat_template": template,
+        "quantization": args.quantization,
     }
 
 

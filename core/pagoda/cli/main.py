@@ -10,6 +10,8 @@ from pagoda.plugins.lazy import load_target
 from pagoda.plugins.manager import get_registries, warn_about_failed_plugins
 from pagoda.version import __version__
 
+logger = logging.getLogger("pagoda.cli")
+
 
 def build_parser() -> argparse.ArgumentParser:
     regs = get_registries()
@@ -22,9 +24,15 @@ def build_parser() -> argparse.ArgumentParser:
         spec = entry.spec
         if spec.name in sub.choices or " " in spec.name:
             continue  # taken by a higher priority, or a sub-subcommand ("bench serve")
+        try:
+            add_arguments = load_target(spec.add_arguments)
+        except Exception:
+            logger.exception("CLI command %r of plugin %r cannot be loaded; skipped",
+                             spec.name, entry.plugin)
+            continue
         cmd = sub.add_parser(spec.name, help=spec.help, description=spec.help,
                              aliases=list(spec.aliases))
-        load_target(spec.add_arguments)(cmd)
+        add_arguments(cmd)
         cmd.set_defaults(_run=spec.run)
     return parser
 

@@ -1,0 +1,60 @@
+"""`pagoda bench throughput|latency` end to end on a tiny model, both backends, JSON out."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from pagoda.bench.dataset import random_requests
+from pagoda.bench.stats import percentile
+from pagoda.cli.main import main
+from tests.engine.tiny_models import make_checkpoint, tiny_configs
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory):
+    return make_checkpoint(tmp_path_factory.mktemp("bench"), tiny_configs()["llama"])
+
+
+def test_throughput_side_by_side_writes_json(model_dir, tmp_path, capsys):
+    out = tmp_path / "tp.json"
+    rc = main(["bench", "throughput", str(model_dir), "--backend", "pagoda,hf",
+               "--dtype", "float32", "--num-prompts", "6", "--input-len", "12",
+               "--output-len", "5", "--range-ratio", "0.5", "--output-json", str(out)])
+    assert rc == 0
+    printed = capsys.readouterr().out
+    assert printed.count("Throughput: ") == 2 and "Speed-up pagoda/hf:" in printed
+    report = json.loads(out.read_text())
+    ours, hf = report["results"]["pagoda"], report["results"]["hf"]
+    # Same workload for both: same prompt tokens, and every requested output token.
+    assert ours["prompt_tokens"] == hf["prompt_tokens"]
+    assert ours["output_tokens"] == hf["output_tokens"]
+    requests = random_requests(6, 12, 5, 256, 0.5, 0, frozenset({0, 1, 2}))
+    assert ours["output_tokens"] == sum(r.output_len for r in requests)
+    assert report["speedup"]["pagoda/hf"] == pytest.approx(
+        ours["output_tokens_per_s"] / hf["output_tokens_per_s"])
+
+
+def test_latency_reports_percentiles(model_dir, tmp_path, capsys):
+    out = tmp_path / "lat.json"
+    rc = main(["bench", "latency", str(model_dir), "--dtype", "float32", "--batch-size", "2",
+               "--input-len", "8", "--output-len", "4", "--num-iters", "3",
+               "--output-json", str(out)])
+    assert rc == 0
+    assert "Avg latency:" in capsys.readouterr().out
+    lat = json.loads(out.read_text())["results"]["pagoda"]["latency_s"]
+    assert 0 < lat["p10"] <= lat["p50"] <= lat["p99"]
+
+
+def test_dataset_lengths_and_no_special_tokens():
+    reqs = random_requests(50, 100, 20, 300, 0.2, 7, frozenset({0, 1, 2}))
+    assert all(80 <= len(r.prompt_token_ids) <= 120 for r in reqs)
+    assert all(16 <= r.output_len <= 24 for r in reqs)
+    assert not any(t in (0, 1, 2) for r in reqs for t in r.prompt_token_ids)
+    assert reqs == random_requests(50, 100, 20, 300, 0.2, 7, frozenset({0, 1, 2}))
+
+
+def test_percentile_interpolates():
+    assert percentile([1.0, 2.0, 3.0, 4.0], 50) == 2.5
+    assert percentile([5.0], 99) == 5.0
