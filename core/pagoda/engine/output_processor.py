@@ -125,6 +125,8 @@ class OutputProcessor:
                 continue
             parent = self._parents[parent_id]
             child = parent.children[out.request_id]
+            if child.finish_reason is not None:
+                continue  # stopped by a stop string; the core sent this before it heard
             if out.new_prompt_logprobs and parent.prompt_logprobs is not None and child.index == 0:
                 parent.prompt_logprobs.extend(out.new_prompt_logprobs)
             if out.new_token_ids:

@@ -1,0 +1,204 @@
+"""The parent's side of the engine-core process: start it, talk to it, notice its death.
+
+Two daemon threads own the pipe: a sender (so no caller ever blocks on a full pipe
+while the core blocks sending to us) and a reader that hands each message to a
+callback and reports the process's death (pipe EOF, or the process gone) once.
+"""
+
+from __future__ import annotations
+
+import atexit
+import itertools
+import logging
+import multiprocessing
+import queue
+import threading
+from collections.abc import Callable
+from concurrent.futures import Future
+from dataclasses import replace
+from typing import Any
+
+from pagoda.config import EngineConfig
+from pagoda.engine.core_process import (
+    CoreFailed,
+    Ready,
+    Shutdown,
+    StepOutputs,
+    UtilityCall,
+    UtilityResult,
+    run_engine_core,
+)
+from pagoda.model_source import ModelSource
+
+logger = logging.getLogger(__name__)
+
+_POLL_S = 0.5
+"""How often the reader checks that the process is alive when the pipe is quiet."""
+
+
+class EngineDeadError(RuntimeError):
+    """The engine-core process died or was shut down; requests in flight are lost."""
+
+
+class EngineStartupError(RuntimeError):
+    """The engine core failed to start; the message holds the core's traceback."""
+
+
+class EngineCoreClient:
+    """Starts the engine-core process (spawn) and blocks until it is ready.
+
+    `on_outputs` and `on_death` run on the reader thread; `on_death(reason)` runs at
+    most once, also after `shutdown`.
+    """
+
+    def __init__(self, config: EngineConfig, source: ModelSource, hf_config: Any,
+                 on_outputs: Callable[[StepOutputs], None], on_death: Callable[[str], None]):
+        self._on_outputs = on_outputs
+        self._on_death = on_death
+        self._lock = threading.Lock()
+        self._dead = False
+        self._dead_reason = "the engine core is not running"
+        self._closing = False
+        self._calls: dict[int, Future[Any]] = {}
+        self._call_ids = itertools.count()
+        self._outbox: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._threads = [
+            threading.Thread(target=self._send_loop, name="pagoda-core-sender", daemon=True),
+            threading.Thread(target=self._read_loop, name="pagoda-core-reader", daemon=True),
+        ]
+        ctx = multiprocessing.get_context("spawn")
+        self._conn, child_conn = ctx.Pipe(duplex=True)
+        # A fresh ModelSource: the parent's may hold a parsed GGUF that should not travel.
+        self.process = ctx.Process(
+            target=run_engine_core, name="pagoda-engine-core",
+            args=(child_conn, config, replace(source), hf_config, config.model.max_model_len),
+        )
+        self.process.start()
+        child_conn.close()
+        atexit.register(self.shutdown)
+        try:
+            ready = self._wait_ready()
+        except BaseException:
+            self.shutdown()
+            raise
+        self.info: dict[str, Any] = ready.info
+        self.max_model_len = ready.max_model_len
+        for thread in self._threads:
+            thread.start()
+
+    @property
+    def pid(self) -> int | None:
+        return self.process.pid
+
+    def send(self, message: Any) -> None:
+        """Queue a message for the core (never blocks); raises EngineDeadError once dead."""
+        if self._dead:
+            raise EngineDeadError(self._dead_reason)
+        self._outbox.put(message)
+
+    def call(self, method: str) -> Future[Any]:
+        """Call a utility method on the core; the future fails with EngineDeadError if the
+        core dies first."""
+        future: Future[Any] = Future()
+        future.set_running_or_notify_cancel()  # a caller's timeout must not cancel it under us
+        with self._lock:
+            if self._dead:
+                future.set_exception(EngineDeadError(self._dead_reason))
+                return future
+            call_id = next(self._call_ids)
+            self._calls[call_id] = future
+            self._outbox.put(UtilityCall(call_id, method))
+        return future
+
+    def shutdown(self, timeout: float = 10.0) -> None:
+        """Ask the core to stop, then make sure it has; idempotent."""
+        if self._closing:
+            return
+        self._closing = True
+        atexit.unregister(self.shutdown)
+        if self._threads[0].is_alive() and not self._dead:
+            self._outbox.put(Shutdown())
+            self.process.join(timeout)
+        if self.process.is_alive():
+            self.process.terminate()
+            self.process.join(timeout)
+        if self.process.is_alive():
+            self.process.kill()
+            self.process.join()
+        self._report_death("the engine core was shut down")
+        for thread in self._threads:
+            if thread.is_alive() and thread is not threading.current_thread():
+                thread.join(timeout)
+        self._conn.close()
+
+    # ---- internals --------------------------------------------------------------------
+
+    def _wait_ready(self) -> Ready:
+        exited = "the engine core exited during start-up (exit code {})"
+        while not self._conn.poll(_POLL_S):
+            if not self.process.is_alive():
+                raise EngineStartupError(exited.format(self.process.exitcode))
+        try:
+            message = self._conn.recv()
+        except (EOFError, OSError):
+            self.process.join(_POLL_S)
+            raise EngineStartupError(exited.format(self.process.exitcode)) from None
+        if isinstance(message, CoreFailed):
+            raise EngineStartupError(
+                f"the engine core failed to start: {message.error}\n\n"
+                f"Engine core traceback:\n{message.traceback}"
+            )
+        return message
+
+    def _send_loop(self) -> None:
+        while (message := self._outbox.get()) is not None:
+            try:
+                self._conn.send(message)
+            except (OSError, ValueError):  # broken pipe, or closed
+                self._report_death("the engine core's pipe broke")
+                return
+
+    def _read_loop(self) -> None:
+        while True:
+            try:
+                if not self._conn.poll(_POLL_S):
+                    if self.process.is_alive():
+                        continue
+                    break
+                message = self._conn.recv()
+            except (EOFError, OSError):
+                self.process.join(_POLL_S)
+                break
+            if isinstance(message, StepOutputs):
+                try:
+                    self._on_outputs(message)
+                except Exception as exc:  # a front-end bug: fail loudly rather than hang
+                    logger.exception("processing the engine core's outputs failed")
+                    self._report_death(f"processing the engine core's outputs failed: {exc!r}")
+                    return
+            elif isinstance(message, UtilityResult):
+                with self._lock:
+                    future = self._calls.pop(message.call_id, None)
+                if future is not None:
+                    future.set_result(message.value)
+            elif isinstance(message, CoreFailed):
+                self._report_death(f"the engine core failed: {message.error}\n\n"
+                                   f"Engine core traceback:\n{message.traceback}")
+                return
+        self._report_death(f"the engine core died (exit code {self.process.exitcode})")
+
+    def _report_death(self, reason: str) -> None:
+        """Mark the core dead, fail pending calls and tell the owner; once only."""
+        if self._closing:
+            reason = "the engine core was shut down"
+        with self._lock:
+            if self._dead:
+                return
+            self._dead, self._dead_reason = True, reason
+            calls, self._calls = self._calls, {}
+        self._outbox.put(None)  # stops the sender
+        if not self._closing:
+            logger.error("%s", reason)
+        for future in calls.values():
+            future.set_exception(EngineDeadError(reason))
+        self._on_death(reason)

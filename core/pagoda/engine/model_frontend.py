@@ -1,0 +1,70 @@
+"""What a front end loads before the engine core starts: the model's HF config,
+tokenizer, eos id and sampling defaults. Shared by `LLMEngine` and `AsyncLLM`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from pagoda.config import EngineConfig
+from pagoda.engine.input_processor import InputProcessor
+from pagoda.model_source import ModelSource, resolve_model
+from pagoda.sampling_params import SamplingParams
+
+
+def context_length(hf_config: Any) -> int:
+    """The longest sequence the model was built for, from its HF config."""
+    for key in ("max_position_embeddings", "n_positions", "max_seq_len", "seq_length"):
+        value = getattr(hf_config, key, None)
+        if isinstance(value, int) and value > 0:
+            return value
+    raise ValueError("cannot tell the model's context length from its config; set max_model_len")
+
+
+def derive_max_model_len(hf_config: Any, requested: int | None) -> int:
+    limit = context_length(hf_config)
+    if requested is None:
+        return limit
+    if requested > limit:
+        raise ValueError(
+            f"max_model_len={requested} is larger than the model's context length ({limit})"
+        )
+    return requested
+
+
+@dataclass
+class ModelFrontend:
+    source: ModelSource
+    hf_config: Any
+    tokenizer: Any
+    eos_token_id: int | None
+    generation_defaults: dict[str, Any]
+    """Sampling defaults from generation_config.json (empty unless generation_config="auto")."""
+
+    @classmethod
+    def load(cls, config: EngineConfig) -> ModelFrontend:
+        """Resolve and load the model's front-end pieces; fills in config.model.max_model_len."""
+        source = resolve_model(config.model.model)
+        hf_config = source.hf_config()
+        tokenizer = source.tokenizer(config.model.tokenizer)
+        if config.model.chat_template:
+            tokenizer.chat_template = config.model.chat_template
+        config.model.max_model_len = derive_max_model_len(hf_config, config.model.max_model_len)
+        eos = getattr(hf_config, "eos_token_id", None)
+        eos = eos[0] if isinstance(eos, list) else eos
+        if eos is None:
+            eos = tokenizer.eos_token_id
+        defaults = source.generation_defaults() if config.model.generation_config == "auto" else {}
+        return cls(source, hf_config, tokenizer, eos, defaults)
+
+    @property
+    def vocab_size(self) -> int:
+        return self.hf_config.vocab_size
+
+    def default_sampling_params(self) -> SamplingParams:
+        """SamplingParams with the model's generation_config.json defaults applied."""
+        return SamplingParams(**self.generation_defaults)
+
+    def input_processor(self, max_model_len: int) -> InputProcessor:
+        """An InputProcessor for the core's final max_model_len."""
+        return InputProcessor(self.tokenizer, max_model_len, self.vocab_size, self.eos_token_id)
