@@ -1,0 +1,23 @@
+"""The FastAPI application: routes, error handling and API keys around one engine."""
+
+from __future__ import annotations
+
+from fastapi import FastAPI
+
+import pagoda_server
+from pagoda.engine.async_llm import AsyncLLM
+from pagoda_server.auth import APIKeyMiddleware
+from pagoda_server.errors import install_error_handlers
+from pagoda_server.handlers import anthropic, chat, completions, service, tokens
+from pagoda_server.metrics import ServerMetrics
+from pagoda_server.state import ServerConfig, ServerState
+
+
+def build_app(engine: AsyncLLM, config: ServerConfig) -> FastAPI:
+    app = FastAPI(title="Pagoda", version=pagoda_server.__version__)
+    app.state.pagoda = ServerState(engine, config, ServerMetrics(engine))
+    install_error_handlers(app)
+    app.add_middleware(APIKeyMiddleware, keys=config.api_keys)
+    for module in (completions, chat, anthropic, tokens, service):
+        app.include_router(module.router)
+    return app

@@ -1,0 +1,188 @@
+"""`pagoda bench serve`: load a running server with random prompts and measure it.
+
+Requests arrive as a Poisson process at `--request-rate` (all at once when infinite),
+at most `--max-concurrency` in flight. Each streams a completion of exactly its output
+length (ignore_eos), so TTFT, TPOT (time per output token after the first) and ITL
+(gaps between streamed chunks) are measured as a client sees them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import random
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+from pagoda.bench.dataset import BenchRequest, random_requests
+from pagoda.bench.stats import summarize
+from pagoda_server.cli.client import (
+    ServerError,
+    add_client_arguments,
+    api_key,
+    auth_headers,
+    error_message,
+    sse_payload,
+)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_client_arguments(parser)
+    g = parser.add_argument_group("workload")
+    g.add_argument("--dataset", default="random", choices=["random"])
+    g.add_argument("--num-prompts", type=int, default=100)
+    g.add_argument("--input-len", type=int, default=128)
+    g.add_argument("--output-len", type=int, default=128)
+    g.add_argument("--range-ratio", type=float, default=0.0,
+                   help="lengths uniform in [len*(1-r), len*(1+r)]")
+    g.add_argument("--request-rate", type=float, default=float("inf"),
+                   help="requests per second, Poisson arrivals (default: all at once)")
+    g.add_argument("--max-concurrency", type=int, default=None)
+    g.add_argument("--seed", type=int, default=0)
+    g.add_argument("--output-json", default=None, help="write the results to this file")
+
+
+@dataclass
+class _Outcome:
+    ok: bool = False
+    error: str = ""
+    prompt_tokens: int = 0
+    output_tokens: int = 0
+    latency: float = 0.0
+    ttft: float = 0.0
+    itls: list[float] = field(default_factory=list)
+
+    @property
+    def tpot(self) -> float | None:
+        if self.output_tokens < 2:
+            return None
+        return (self.latency - self.ttft) / (self.output_tokens - 1)
+
+
+async def _send(client: httpx.AsyncClient, model: str, request: BenchRequest) -> _Outcome:
+    body = {"model": model, "prompt": request.prompt_token_ids,
+            "max_tokens": request.output_len, "ignore_eos": True, "stream": True,
+            "stream_options": {"include_usage": True}}
+    out = _Outcome()
+    start = last = time.perf_counter()
+    try:
+        async with client.stream("POST", "/v1/completions", json=body) as response:
+            if response.status_code != 200:
+                await response.aread()
+                out.error = error_message(response)
+                return out
+            async for line in response.aiter_lines():
+                chunk = sse_payload(line)
+                if chunk is None:
+                    continue
+                now = time.perf_counter()
+                if any(c["text"] for c in chunk["choices"]):
+                    if not out.ttft:
+                        out.ttft = now - start
+                    else:
+                        out.itls.append(now - last)
+                    last = now
+                if chunk.get("usage"):
+                    out.prompt_tokens = chunk["usage"]["prompt_tokens"]
+                    out.output_tokens = chunk["usage"]["completion_tokens"]
+    except (httpx.HTTPError, ServerError) as exc:
+        out.error = str(exc) or type(exc).__name__
+        return out
+    out.latency = time.perf_counter() - start
+    out.ok = True
+    return out
+
+
+async def _model_card(client: httpx.AsyncClient, model: str | None) -> dict[str, Any]:
+    response = await client.get("/v1/models")
+    if response.status_code != 200:
+        raise SystemExit(f"the server refused: {error_message(response)}")
+    cards = response.json()["data"]
+    return next((c for c in cards if c["id"] == model), cards[0]) if model else cards[0]
+
+
+async def _benchmark(args: argparse.Namespace) -> tuple[list[_Outcome], float, str]:
+    limits = httpx.Limits(max_connections=None, max_keepalive_connections=None)
+    async with httpx.AsyncClient(base_url=args.url, headers=auth_headers(api_key(args.api_key)),
+                                 timeout=httpx.Timeout(None, connect=10.0),
+                                 limits=limits) as client:
+        card = await _model_card(client, args.model)
+        if "vocab_size" not in card:
+            raise SystemExit("the server's /v1/models does not report vocab_size; "
+                             "random prompts need it")
+        requests = random_requests(args.num_prompts, args.input_len, args.output_len,
+                                   card["vocab_size"], args.range_ratio, args.seed)
+        gate = asyncio.Semaphore(args.max_concurrency or len(requests))
+        arrivals = random.Random(args.seed)
+
+        async def one(request: BenchRequest) -> _Outcome:
+            async with gate:
+                return await _send(client, card["id"], request)
+
+        start = time.perf_counter()
+        tasks = []
+        for request in requests:
+            tasks.append(asyncio.ensure_future(one(request)))
+            if args.request_rate != float("inf"):
+                await asyncio.sleep(arrivals.expovariate(args.request_rate))
+        outcomes = list(await asyncio.gather(*tasks))
+        return outcomes, time.perf_counter() - start, card["id"]
+
+
+def _ms(values: list[float]) -> dict[str, float]:
+    return summarize([v * 1000 for v in values])
+
+
+def report(outcomes: list[_Outcome], duration: float, model: str,
+           args: argparse.Namespace) -> dict[str, Any]:
+    done = [o for o in outcomes if o.ok]
+    prompt = sum(o.prompt_tokens for o in done)
+    output = sum(o.output_tokens for o in done)
+    return {
+        "model": model, "num_prompts": len(outcomes), "request_rate": args.request_rate,
+        "max_concurrency": args.max_concurrency, "duration_s": duration,
+        "completed": len(done), "failed": len(outcomes) - len(done),
+        "errors": sorted({o.error for o in outcomes if not o.ok})[:10],
+        "total_input_tokens": prompt, "total_output_tokens": output,
+        "request_throughput": len(done) / duration,
+        "output_throughput": output / duration,
+        "total_token_throughput": (prompt + output) / duration,
+        "ttft_ms": _ms([o.ttft for o in done]),
+        "tpot_ms": _ms([t for o in done if (t := o.tpot) is not None]),
+        "itl_ms": _ms([gap for o in done for gap in o.itls]),
+    }
+
+
+def _print(r: dict[str, Any]) -> None:
+    print(f"== Serving benchmark: {r['model']} ==")
+    print(f"Successful requests:             {r['completed']} (failed: {r['failed']})")
+    print(f"Benchmark duration (s):          {r['duration_s']:.2f}")
+    print(f"Total input / generated tokens:  {r['total_input_tokens']} / "
+          f"{r['total_output_tokens']}")
+    print(f"Request throughput (req/s):      {r['request_throughput']:.2f}")
+    print(f"Output token throughput (tok/s): {r['output_throughput']:.2f}")
+    print(f"Total token throughput (tok/s):  {r['total_token_throughput']:.2f}")
+    for key, name in (("ttft_ms", "TTFT"), ("tpot_ms", "TPOT"), ("itl_ms", "ITL")):
+        s = r[key]
+        if s:
+            print(f"{name + ' (ms):':<33}mean {s['mean']:.2f}, median {s['median']:.2f}, "
+                  f"p99 {s['p99']:.2f}")
+    for error in r["errors"]:
+        print(f"error: {error}")
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        outcomes, duration, model = asyncio.run(_benchmark(args))
+    except httpx.HTTPError as exc:
+        raise SystemExit(f"cannot reach the server at {args.url}: {exc}") from None
+    result = report(outcomes, duration, model, args)
+    _print(result)
+    if args.output_json:
+        with open(args.output_json, "w") as f:
+            json.dump(result, f, indent=2)
+    return 0 if result["failed"] == 0 else 1

@@ -1,0 +1,100 @@
+"""`pagoda run-batch -i requests.jsonl -o results.jsonl`: an OpenAI batch file, offline.
+
+Each line goes through the server's own handlers in-process (no socket), so a batch
+line is validated and answered exactly as the HTTP API would; lines run concurrently
+and the engine batches them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import uuid
+from typing import Any
+
+import httpx
+from pydantic import ValidationError
+from tqdm.auto import tqdm
+
+from pagoda.cli.engine_args import add_engine_arguments
+from pagoda.engine.async_llm import AsyncLLM
+from pagoda_server.app import build_app
+from pagoda_server.cli.engine_setup import engine_config
+from pagoda_server.errors import validation_error
+from pagoda_server.protocol.batch import BatchLine
+from pagoda_server.state import ServerConfig
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_engine_arguments(parser)
+    g = parser.add_argument_group("batch")
+    g.add_argument("-i", "--input-file", required=True, help="OpenAI batch input (JSONL)")
+    g.add_argument("-o", "--output-file", required=True, help="where to write the results")
+    g.add_argument("--served-model-name", action="append", default=[],
+                   help="a model name the batch's bodies may use (repeatable)")
+    g.add_argument("--max-concurrency", type=int, default=None,
+                   help="requests in flight at once (default: --max-num-seqs)")
+
+
+def _result(custom_id: str | None, response: dict[str, Any] | None = None,
+            error: dict[str, str] | None = None) -> dict[str, Any]:
+    return {"id": f"batch_req_{uuid.uuid4().hex}", "custom_id": custom_id,
+            "response": response, "error": error}
+
+
+async def _execute(client: httpx.AsyncClient, number: int, text: str) -> dict[str, Any]:
+    try:
+        raw = json.loads(text)
+    except ValueError as exc:
+        return _result(None, error={"code": "invalid_json",
+                                    "message": f"line {number}: {exc}"})
+    custom_id = raw.get("custom_id") if isinstance(raw, dict) else None
+    try:
+        line = BatchLine.model_validate(raw)
+    except ValidationError as exc:
+        message = validation_error(list(exc.errors())).message
+        return _result(custom_id, error={"code": "invalid_request",
+                                         "message": f"line {number}: {message}"})
+    if line.body.get("stream"):
+        return _result(line.custom_id, error={"code": "invalid_request", "message":
+                                              f"line {number}: a batch cannot stream"})
+    response = await client.post(line.url, json=line.body)
+    return _result(line.custom_id, {"status_code": response.status_code,
+                                    "request_id": f"req_{uuid.uuid4().hex}",
+                                    "body": response.json()})
+
+
+async def _run(args: argparse.Namespace, lines: list[tuple[int, str]]) -> list[dict[str, Any]]:
+    names = args.served_model_name
+    engine = AsyncLLM(engine_config(args, names[0] if names else None))
+    try:
+        app = build_app(engine, ServerConfig(names or [engine.model_name]))
+        limit = asyncio.Semaphore(args.max_concurrency or args.max_num_seqs)
+        bar = tqdm(total=len(lines), desc="Running batch", unit="req")
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://pagoda",
+                                     timeout=None) as client:
+            async def one(number: int, text: str) -> dict[str, Any]:
+                async with limit:
+                    result = await _execute(client, number, text)
+                bar.update(1)
+                return result
+
+            with bar:
+                return list(await asyncio.gather(*(one(n, t) for n, t in lines)))
+    finally:
+        engine.shutdown()
+
+
+def run(args: argparse.Namespace) -> int:
+    with open(args.input_file) as f:
+        lines = [(n, t) for n, t in enumerate(f, start=1) if t.strip()]
+    results = asyncio.run(_run(args, lines))
+    with open(args.output_file, "w") as f:
+        for result in results:
+            f.write(json.dumps(result, ensure_ascii=False) + "\n")
+    failed = sum(1 for r in results if r["error"] or r["response"]["status_code"] != 200)
+    print(f"{len(results) - failed} of {len(results)} requests succeeded; "
+          f"results in {args.output_file}")
+    return 0

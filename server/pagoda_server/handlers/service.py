@@ -1,0 +1,53 @@
+"""GET /v1/models, /health, /version and /metrics."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Request, Response
+from fastapi.responses import JSONResponse
+from prometheus_client import CONTENT_TYPE_LATEST
+
+import pagoda
+import pagoda_server
+from pagoda_server.errors import engine_dead, error_response
+from pagoda_server.state import ServerState, server_state
+
+router = APIRouter()
+
+
+def _card(state: ServerState, name: str) -> dict[str, Any]:
+    """A model entry: the OpenAI fields plus Pagoda's `max_model_len` and `vocab_size`."""
+    return {"id": name, "object": "model", "created": state.created, "owned_by": "pagoda",
+            "max_model_len": state.engine.max_model_len, "vocab_size": state.engine.vocab_size}
+
+
+@router.get("/v1/models")
+async def list_models(request: Request) -> Response:
+    state = server_state(request)
+    return JSONResponse({"object": "list", "data": [
+        _card(state, name) for name in state.config.served_model_names]})
+
+
+@router.get("/v1/models/{model:path}")
+async def retrieve_model(model: str, request: Request) -> Response:
+    state = server_state(request)
+    return JSONResponse(_card(state, state.model_name(model)))
+
+
+@router.get("/health")
+async def health(request: Request) -> Response:
+    engine = server_state(request).engine
+    if not engine.is_healthy:
+        return error_response(engine_dead(engine.dead_reason), request.url.path)
+    return JSONResponse({"status": "ok"})
+
+
+@router.get("/version")
+async def version() -> Response:
+    return JSONResponse({"version": pagoda_server.__version__, "pagoda": pagoda.__version__})
+
+
+@router.get("/metrics")
+async def metrics(request: Request) -> Response:
+    return Response(await server_state(request).metrics.render(), media_type=CONTENT_TYPE_LATEST)

@@ -1,0 +1,1 @@
+"""Request bodies of each API, as pydantic models that reject unknown fields."""

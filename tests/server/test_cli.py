@@ -1,0 +1,101 @@
+"""`pagoda chat`, `pagoda complete` and `pagoda bench serve` against a live server, and
+`pagoda run-batch` offline."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+
+from tests.server.conftest import CHAT_TEMPLATE, MODEL
+from tests.server.openai_spec import validate
+
+
+def pagoda(*args: str, stdin: str = "", timeout: float = 120) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PAGODA_")}
+    return subprocess.run([sys.executable, "-m", "pagoda.cli.main", *args], input=stdin,
+                          capture_output=True, text=True, timeout=timeout, env=env)
+
+
+def _client_args(server) -> list[str]:
+    return ["--url", server.url, "--api-key", server.api_key]
+
+
+def _answer(server, path: str, body: dict) -> dict:
+    response = httpx.post(f"{server.url}{path}", headers=server.headers, timeout=30,
+                          json={"model": MODEL, "temperature": 0.0, "max_tokens": 4, **body})
+    return response.json()["choices"][0]
+
+
+def test_chat_repl(server):
+    first = _answer(server, "/v1/chat/completions",
+                    {"messages": [{"role": "user", "content": "w10 w11"}]})["message"]["content"]
+    second = _answer(server, "/v1/chat/completions", {"messages": [
+        {"role": "user", "content": "w10 w11"}, {"role": "assistant", "content": first},
+        {"role": "user", "content": "w12"}]})["message"]["content"]
+    result = pagoda("chat", *_client_args(server), "--max-tokens", "4", "--temperature", "0",
+                    stdin="w10 w11\nw12\n/exit\n")
+    assert result.returncode == 0, result.stderr
+    assert f"Chatting with {MODEL}" in result.stdout
+    assert first in result.stdout and second in result.stdout
+
+
+def test_complete(server):
+    expected = _answer(server, "/v1/completions", {"prompt": "w5 w17"})["text"]
+    result = pagoda("complete", "w5 w17", *_client_args(server), "--max-tokens", "4",
+                    "--temperature", "0")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == expected.strip()
+    refused = pagoda("complete", "w5", "--url", server.url, "--api-key", "wrong")
+    assert refused.returncode != 0 and "API key" in refused.stderr
+
+
+def test_bench_serve(server, tmp_path):
+    out = tmp_path / "bench.json"
+    result = pagoda("bench", "serve", *_client_args(server), "--num-prompts", "8",
+                    "--input-len", "16", "--output-len", "8", "--request-rate", "100",
+                    "--max-concurrency", "4", "--output-json", str(out))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "Request throughput" in result.stdout and "TTFT" in result.stdout
+    report = json.loads(out.read_text())
+    assert (report["completed"], report["failed"]) == (8, 0)
+    assert report["total_output_tokens"] == 64 and report["total_input_tokens"] == 128
+    for key in ("ttft_ms", "tpot_ms", "itl_ms"):
+        assert {"mean", "median", "p99"} <= set(report[key])
+
+
+def test_run_batch(tiny_model: Path, tmp_path: Path):
+    template = tmp_path / "template.jinja"
+    template.write_text(CHAT_TEMPLATE)
+    lines = [
+        {"custom_id": "chat", "method": "POST", "url": "/v1/chat/completions",
+         "body": {"model": MODEL, "messages": [{"role": "user", "content": "w5 w6"}],
+                  "max_tokens": 3}},
+        {"custom_id": "completion", "method": "POST", "url": "/v1/completions",
+         "body": {"model": MODEL, "prompt": "w5 w6", "max_tokens": 3}},
+        {"custom_id": "bad", "method": "POST", "url": "/v1/completions",
+         "body": {"model": MODEL, "prompt": "w5", "frobnicate": True}},
+        {"custom_id": "wrong-url", "method": "POST", "url": "/v1/embeddings", "body": {}},
+    ]
+    requests = tmp_path / "requests.jsonl"
+    requests.write_text("\n".join(json.dumps(line) for line in lines) + "\n{not json\n")
+    results_file = tmp_path / "results.jsonl"
+    result = pagoda("run-batch", "-i", str(requests), "-o", str(results_file), str(tiny_model),
+                    "--dtype", "float32", "--device", "cpu", "--kv-cache-memory", "1MiB",
+                    "--served-model-name", MODEL, "--chat-template", str(template))
+    assert result.returncode == 0, result.stderr
+    assert "2 of 5 requests succeeded" in result.stdout
+    results = [json.loads(line) for line in results_file.read_text().splitlines()]
+    assert [r["custom_id"] for r in results] == ["chat", "completion", "bad", "wrong-url", None]
+    chat, completion, bad, wrong_url, broken = results
+    assert chat["response"]["status_code"] == 200 and chat["error"] is None
+    validate("CreateChatCompletionResponse", chat["response"]["body"])
+    validate("CreateCompletionResponse", completion["response"]["body"])
+    assert bad["response"]["status_code"] == 400
+    assert "frobnicate" in bad["response"]["body"]["error"]["message"]
+    assert wrong_url["response"] is None and "url" in wrong_url["error"]["message"]
+    assert broken["error"]["code"] == "invalid_json"

@@ -1,0 +1,139 @@
+"""Raw HTTP: bad requests get 4xx with an OpenAI-style error naming the field, every spec
+field is either honoured or refused by name, API keys are enforced, nothing crashes."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+
+from pagoda_server.protocol.chat import ChatCompletionRequest
+from pagoda_server.protocol.completions import CompletionRequest
+from tests.server.conftest import API_KEY, MODEL
+from tests.server.openai_spec import request_fields, validate
+
+CHAT = {"model": MODEL, "messages": [{"role": "user", "content": "w5 w6"}], "max_tokens": 2}
+COMPLETION = {"model": MODEL, "prompt": "w5 w6", "max_tokens": 2}
+
+
+@pytest.fixture(scope="module")
+def http(server) -> httpx.Client:
+    with httpx.Client(base_url=server.url, headers=server.headers, timeout=60) as client:
+        yield client
+
+
+def _error(response: httpx.Response, status: int) -> dict:
+    assert response.status_code == status, response.text
+    body = response.json()
+    validate("ErrorResponse", body)
+    assert "Traceback" not in response.text
+    return body["error"]
+
+
+@pytest.mark.parametrize("model_cls, schema", [
+    (CompletionRequest, "CreateCompletionRequest"),
+    (ChatCompletionRequest, "CreateChatCompletionRequest"),
+])
+def test_every_spec_field_is_known(model_cls, schema):
+    """Each request field of the spec is honoured or explicitly refused, never unknown."""
+    assert request_fields(schema) <= set(model_cls.model_fields)
+
+
+@pytest.mark.parametrize("path, body, param, words", [
+    ("/v1/chat/completions", {**CHAT, "frobnicate": 1}, "frobnicate", "unknown field"),
+    ("/v1/completions", {**COMPLETION, "max_token": 3}, "max_token", "unknown field"),
+    ("/v1/chat/completions", {**CHAT, "tools": [{"type": "function", "function": {
+        "name": "f"}}]}, "tools", "not supported"),
+    ("/v1/chat/completions", {**CHAT, "audio": {"voice": "x", "format": "wav"}}, "audio",
+     "not supported"),
+    ("/v1/chat/completions", {**CHAT, "modalities": ["text", "audio"]}, "modalities",
+     "not supported"),
+    ("/v1/chat/completions", {**CHAT, "prediction": {"type": "content", "content": "x"}},
+     "prediction", "not supported"),
+    ("/v1/chat/completions", {**CHAT, "response_format": {"type": "json_object"}},
+     "response_format", "not supported"),
+    ("/v1/chat/completions", {**CHAT, "store": True}, "store", "not supported"),
+    ("/v1/completions", {**COMPLETION, "suffix": "w9"}, "suffix", "not supported"),
+    ("/v1/chat/completions", {**CHAT, "messages": [{"role": "user", "content": [
+        {"type": "image_url", "image_url": {"url": "http://x"}}]}]},
+     "messages[0].content", "text content only"),
+    ("/v1/chat/completions", {**CHAT, "messages": [{"role": "tool", "content": "x",
+                                                    "tool_call_id": "1"}]},
+     "messages[0].role", "tool"),
+    ("/v1/chat/completions", {**CHAT, "temperature": "hot"}, "temperature", "number"),
+    ("/v1/chat/completions", {**CHAT, "temperature": 3}, "temperature", "less than"),
+    ("/v1/chat/completions", {**CHAT, "n": 0}, "n", "greater than"),
+    ("/v1/chat/completions", {**CHAT, "top_p": 0}, "top_p", "top_p"),
+    ("/v1/chat/completions", {**CHAT, "top_k": -3}, "top_k", "top_k"),
+    ("/v1/chat/completions", {**CHAT, "max_tokens": 0}, "max_tokens", "max_tokens"),
+    ("/v1/chat/completions", {**CHAT, "max_tokens": 100000}, "max_tokens", "context length"),
+    ("/v1/chat/completions", {**CHAT, "top_logprobs": 2}, None, "logprobs"),
+    ("/v1/chat/completions", {**CHAT, "logit_bias": {"999": 1}}, "logit_bias", "vocabulary"),
+    ("/v1/chat/completions", {**CHAT, "messages": []}, "messages", "at least 1"),
+    ("/v1/chat/completions", {"model": MODEL}, "messages", "required"),
+    ("/v1/completions", {**COMPLETION, "prompt": " ".join(["w5"] * 600)}, "prompt",
+     "context length"),
+    ("/v1/completions", {**COMPLETION, "prompt": [1, "a"]}, "prompt", "expected one of"),
+    ("/v1/completions", {**COMPLETION, "prompt": [7, 9999]}, "prompt", "out of range"),
+    ("/v1/completions", {**COMPLETION, "echo": True, "logprobs": 1}, None, "echo"),
+    ("/v1/completions", {**COMPLETION, "best_of": 3}, None, "best_of"),
+    ("/v1/completions", {**COMPLETION, "logprobs": 9}, "logprobs", "less than"),
+    ("/tokenize", {"prompt": "w5", "messages": []}, None, "exactly one"),
+    ("/detokenize", {"tokens": [-1]}, "tokens", "out of range"),
+])
+def test_bad_requests_name_the_field(http, path, body, param, words):
+    error = _error(http.post(path, json=body), 400)
+    assert error["param"] == param
+    assert words in error["message"]
+    assert error["type"] == "invalid_request_error"
+
+
+def test_bad_bodies(http):
+    assert "not valid JSON" in _error(http.post("/v1/chat/completions", content=b"{nope",
+                                                headers={"content-type": "application/json"}),
+                                      400)["message"]
+    assert "JSON object" in _error(http.post("/v1/completions", json=[1, 2]), 400)["message"]
+    _error(http.get("/v1/nothing-here"), 404)
+    _error(http.get("/v1/chat/completions"), 405)
+
+
+def test_unknown_model_is_404(http):
+    error = _error(http.post("/v1/chat/completions", json={**CHAT, "model": "gpt-9"}), 404)
+    assert error["code"] == "model_not_found" and error["param"] == "model"
+    assert http.post("/v1/chat/completions", json={**CHAT, "model": "tiny-alias"}).is_success
+    _error(http.get("/v1/models/gpt-9"), 404)
+
+
+def test_stream_errors_come_before_the_stream(http):
+    response = http.post("/v1/chat/completions", json={**CHAT, "stream": True,
+                                                       "max_tokens": 100000})
+    assert "context length" in _error(response, 400)["message"]
+
+
+@pytest.mark.parametrize("body", [
+    {"prompt": None}, {"prompt": {"a": 1}}, {"prompt": "w5", "n": True},
+    {"prompt": "w5", "stop": [1]}, {"prompt": "w5", "logit_bias": {"x": 1}},
+    {"prompt": "w5", "stream_options": {"bogus": 1}}, {"prompt": "w5", "seed": 1.5},
+    {"prompt": "w5", "max_tokens": -1}, {"prompt": "w5", "bad_words": [""]},
+    {"prompt": "w5", "allowed_token_ids": []}, {"prompt": "w5", "min_tokens": 99,
+                                                "max_tokens": 2},
+    {"prompt": "\u0000\uffff" * 50}, {"prompt": [[]]}, {"prompt": ["", ""], "max_tokens": 2},
+])
+def test_nothing_a_client_sends_crashes_the_server(http, body):
+    response = http.post("/v1/completions", json={"model": MODEL, **body})
+    assert response.status_code < 500, response.text
+    assert "Traceback" not in response.text
+    assert http.get("/health").status_code == 200
+
+
+def test_api_keys(server):
+    url = f"{server.url}/v1/chat/completions"
+    missing = httpx.post(url, json=CHAT)
+    assert missing.status_code == 401 and "missing API key" in missing.json()["error"]["message"]
+    wrong = httpx.post(url, json=CHAT, headers={"Authorization": "Bearer nope"})
+    assert wrong.status_code == 401 and wrong.json()["error"]["code"] == "invalid_api_key"
+    validate("ErrorResponse", wrong.json())
+    assert httpx.post(url, json=CHAT, headers={"Authorization": f"Bearer {API_KEY}"}).is_success
+    assert httpx.post(url, json=CHAT, headers={"x-api-key": "other-key"}).is_success
+    for public in ("/health", "/version", "/metrics"):
+        assert httpx.get(f"{server.url}{public}").status_code == 200
+    assert httpx.get(f"{server.url}/v1/models").status_code == 401
