@@ -29,7 +29,7 @@ lint: $(STAMP)
 	$(BIN)/ruff check core server platforms plugins tests
 
 serve: $(STAMP)
-	$(BIN)/pagoda serve --host 0.0.0.0 --port 8000
+	$(BIN)/pagoda serve --port 8000
 
 clean:
 	rm -rf $(VENV)
