@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 # The CPU build lies on these machines' disk; elsewhere any torch >= 2.6 will do.
 TORCH_SPEC ?= torch==2.13.0
-PACKAGES := core server platforms/cpu plugins/template
+PACKAGES := core server platforms/cpu platforms/cuda plugins/template
 STAMP := $(VENV)/.pagoda-installed
 
 .PHONY: test serve lint install clean

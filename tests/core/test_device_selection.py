@@ -14,7 +14,7 @@ pytestmark = pytest.mark.usefixtures("fresh_registries")
 
 @pytest.mark.parametrize(
     ("device", "package"),
-    [("cuda", "pagoda-cuda"), ("rocm", "pagoda-rocm"), ("hpu", "pagoda-gaudi"),
+    [("xpu", "pagoda-xpu"), ("rocm", "pagoda-rocm"), ("hpu", "pagoda-gaudi"),
      ("acme", "pagoda-acme")],
 )
 def test_missing_device_names_the_package(device: str, package: str) -> None:
@@ -27,15 +27,15 @@ def test_missing_device_names_the_package(device: str, package: str) -> None:
 
 
 def test_env_variable_selects_device(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("PAGODA_DEVICE", "cuda")
-    with pytest.raises(DeviceError, match="pip install pagoda-cuda"):
+    monkeypatch.setenv("PAGODA_DEVICE", "rocm")
+    with pytest.raises(DeviceError, match="pip install pagoda-rocm"):
         resolve_platform()
     monkeypatch.setenv("PAGODA_DEVICE", "template")
     assert resolve_platform().name == "template"
 
 
 def test_explicit_device_beats_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("PAGODA_DEVICE", "cuda")
+    monkeypatch.setenv("PAGODA_DEVICE", "rocm")
     assert resolve_platform("template").name == "template"
 
 

@@ -81,7 +81,8 @@ class HFBackend:
         source = resolve_model(args.model)
         self.config = source.hf_config()
         if args.load_format == "dummy":
-            model = AutoModelForCausalLM.from_config(self.config, dtype=self.dtype)
+            with self.device:  # random init on the device: an 8B model takes minutes on a CPU
+                model = AutoModelForCausalLM.from_config(self.config, dtype=self.dtype)
         elif source.format == "gguf":
             model = AutoModelForCausalLM.from_pretrained(
                 source.path.parent, gguf_file=source.path.name, dtype=self.dtype)

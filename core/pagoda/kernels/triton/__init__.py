@@ -1,0 +1,23 @@
+"""Triton kernels for the core ops, with the references' signatures (`pagoda.ops.reference`).
+
+Importing this package imports Triton. The kernels run wherever Triton does: on GPUs, and
+on the host CPU under ``TRITON_INTERPRET=1`` (set before Triton is imported) for tests at
+small sizes. They accumulate in float32 and mask every load.
+"""
+
+from pagoda.kernels.triton.activation import silu_and_mul
+from pagoda.kernels.triton.attention import num_kv_splits, paged_attention, paged_attention_with
+from pagoda.kernels.triton.kv_cache import reshape_and_cache
+from pagoda.kernels.triton.norm import fused_add_rms_norm, rms_norm
+from pagoda.kernels.triton.rotary import rotary_embedding
+
+__all__ = [
+    "fused_add_rms_norm",
+    "num_kv_splits",
+    "paged_attention",
+    "paged_attention_with",
+    "reshape_and_cache",
+    "rms_norm",
+    "rotary_embedding",
+    "silu_and_mul",
+]

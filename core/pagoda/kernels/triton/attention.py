@@ -1,0 +1,147 @@
+"""Paged attention over the [2, blocks, block_size, K, D] cache: launch and split planning.
+
+`paged_attention` has the reference signature and decides from tensor shapes alone (no
+device-to-host sync). `paged_attention_with` takes what a backend knows on the host (the
+step's longest query) and explicit tile and split choices, for backends and tests.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import torch
+import triton
+
+from pagoda.kernels.triton.attention_kernels import _attention_kernel, _reduce_splits_kernel
+from pagoda.kernels.triton.common import dot_dtype, pow2, unit_last_stride
+
+TILE_N = 64
+"""Key positions per inner-loop tile (gathered across cache blocks of any size)."""
+
+PREFILL_BLOCK_M = 64
+"""Query rows (tokens x heads of one kv head) per program when queries are long."""
+
+DOT_MIN = 16
+"""tl.dot needs at least 16 along every dimension on GPUs."""
+
+MIN_SPLIT_KEYS = 256
+"""Fewest key positions worth a split of their own."""
+
+MAX_SPLITS = 16
+
+
+@functools.cache
+def _parallel_units(device: torch.device) -> int:
+    """Streaming multiprocessors (or compute units) of `device`; 1 where unknown."""
+    try:
+        props = torch.get_device_module(device).get_device_properties(device)
+    except (AttributeError, RuntimeError, AssertionError):
+        return 1
+    return int(getattr(props, "multi_processor_count", 1))
+
+
+def num_kv_splits(num_seqs: int, num_kv_heads: int, max_query_len: int, max_kv_len: int,
+                  device: torch.device) -> int:
+    """How many key ranges to attend in parallel: more than one only for decode-sized
+    queries whose (sequence, kv head) programs would leave the device's units idle."""
+    units = _parallel_units(device)
+    if max_query_len > 1 or units == 1:
+        return 1
+    programs = num_seqs * num_kv_heads
+    target = 2 * units
+    if programs >= target:
+        return 1
+    return max(1, min(triton.cdiv(target, programs), max_kv_len // MIN_SPLIT_KEYS, MAX_SPLITS))
+
+
+def paged_attention(
+    query: torch.Tensor,
+    kv_cache: torch.Tensor,
+    block_tables: torch.Tensor,
+    query_start_loc: torch.Tensor,
+    seq_lens: torch.Tensor,
+    scale: float,
+    sliding_window: int | None = None,
+    logits_soft_cap: float | None = None,
+) -> torch.Tensor:
+    """See `pagoda.ops.reference.paged_attention`. A batch with no more query tokens than
+    sequences is treated as decodes; the block table's width bounds the context length."""
+    num_seqs = seq_lens.shape[0]
+    max_query_len = 1 if query.shape[0] <= num_seqs else query.shape[0]
+    splits = num_kv_splits(num_seqs, kv_cache.shape[3], max_query_len,
+                           block_tables.shape[1] * kv_cache.shape[2], query.device)
+    return paged_attention_with(query, kv_cache, block_tables, query_start_loc, seq_lens, scale,
+                                sliding_window, logits_soft_cap, max_query_len=max_query_len,
+                                num_splits=splits)
+
+
+def paged_attention_with(
+    query: torch.Tensor,
+    kv_cache: torch.Tensor,
+    block_tables: torch.Tensor,
+    query_start_loc: torch.Tensor,
+    seq_lens: torch.Tensor,
+    scale: float,
+    sliding_window: int | None = None,
+    logits_soft_cap: float | None = None,
+    *,
+    max_query_len: int | None = None,
+    num_splits: int = 1,
+    tile_n: int = TILE_N,
+) -> torch.Tensor:
+    """`paged_attention` with the host's knowledge and explicit choices: `max_query_len`
+    (None: unknown) sizes the query tiles; `num_splits` > 1 splits every sequence's keys
+    into that many ranges, reduced by a second kernel; `tile_n` keys per inner step."""
+    num_tokens, num_heads, head_size = query.shape
+    _, _, block_size, num_kv_heads, _ = kv_cache.shape
+    num_seqs = seq_lens.shape[0]
+    out = torch.empty(query.shape, dtype=query.dtype, device=query.device)
+    if num_tokens == 0 or num_seqs == 0:
+        return out
+    query = unit_last_stride(query)
+    key_cache, value_cache = kv_cache[0], kv_cache[1]
+    assert key_cache.stride(-1) == 1 and key_cache.stride() == value_cache.stride()
+    group = num_heads // num_kv_heads
+    group_pad = pow2(group)
+    block_m = max(DOT_MIN if max_query_len == 1 else PREFILL_BLOCK_M, group_pad)
+    block_q = block_m // group_pad
+    head_pad = pow2(head_size, DOT_MIN)
+    tile_n = max(tile_n, DOT_MIN)
+    split_len = 0
+    if num_splits > 1:
+        max_kv_len = block_tables.shape[1] * block_size
+        split_len = triton.cdiv(triton.cdiv(max_kv_len, num_splits), tile_n) * tile_n
+        num_splits = triton.cdiv(max_kv_len, split_len)
+    parts = _partials(num_tokens, num_heads, num_splits, head_pad, query.device)
+    grid = (num_tokens // block_q + num_seqs, num_kv_heads, num_splits)
+    _attention_kernel[grid](
+        out, *parts, query, key_cache, value_cache,
+        block_tables, query_start_loc, seq_lens,
+        scale, logits_soft_cap or 0.0, sliding_window or 0, num_seqs, split_len,
+        query.stride(0), query.stride(1), out.stride(0), out.stride(1),
+        key_cache.stride(0), key_cache.stride(1), key_cache.stride(2), block_tables.stride(0),
+        GROUP=group, GROUP_PAD=group_pad, BLOCK_Q=block_q, BLOCK_M=block_m,
+        HEAD_SIZE=head_size, HEAD_PAD=head_pad, BLOCK_SIZE=block_size, TILE_N=tile_n,
+        USE_WINDOW=sliding_window is not None, USE_SOFT_CAP=logits_soft_cap is not None,
+        NUM_SPLITS=num_splits, DOT_DTYPE=dot_dtype(query.dtype, _attention_kernel),
+    )
+    if num_splits > 1:
+        _reduce_splits_kernel[(num_tokens, num_heads)](
+            out, *parts, query_start_loc, num_seqs, out.stride(0), out.stride(1),
+            NUM_SPLITS=num_splits, SPLITS_PAD=pow2(num_splits), HEAD_SIZE=head_size,
+            HEAD_PAD=head_pad,
+        )
+    return out
+
+
+def _partials(num_tokens: int, num_heads: int, num_splits: int, head_pad: int,
+              device: torch.device) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Scratch for split results: accumulators [T, H, S, D'], running max and sum [T, H, S]
+    (one element each when there are no splits: the kernel does not touch them)."""
+    if num_splits == 1:
+        empty = torch.empty(1, dtype=torch.float32, device=device)
+        return empty, empty, empty
+    shape = (num_tokens, num_heads, num_splits)
+    return (torch.empty((*shape, head_pad), dtype=torch.float32, device=device),
+            torch.empty(shape, dtype=torch.float32, device=device),
+            torch.empty(shape, dtype=torch.float32, device=device))

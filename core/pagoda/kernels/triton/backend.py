@@ -1,0 +1,58 @@
+"""The "triton" attention backend: the shared Triton kernels over the paged KV cache.
+
+Any platform with Triton may register it. Mixed batches go through one kernel launch; a
+step of decodes only with long contexts and few sequences splits the keys of each
+sequence across programs (see `num_kv_splits`).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from pagoda.attention.backend import (
+    AttentionBackend,
+    AttentionConfig,
+    AttentionImpl,
+    AttentionMetadata,
+)
+from pagoda.kernels.triton.attention import num_kv_splits, paged_attention_with
+from pagoda.kernels.triton.kv_cache import reshape_and_cache
+
+MAX_HEAD_SIZE = 256
+
+
+class TritonAttentionImpl(AttentionImpl):
+    def forward(
+        self,
+        query: torch.Tensor,
+        key: torch.Tensor,
+        value: torch.Tensor,
+        kv_cache: torch.Tensor,
+        metadata: AttentionMetadata,
+    ) -> torch.Tensor:
+        reshape_and_cache(key, value, kv_cache, metadata.slot_mapping)
+        splits = num_kv_splits(metadata.num_seqs, self.num_kv_heads, metadata.max_query_len,
+                               metadata.max_seq_len, query.device)
+        return paged_attention_with(
+            query, kv_cache, metadata.block_tables, metadata.query_start_loc,
+            metadata.seq_lens, self.scale, self.sliding_window, self.logits_soft_cap,
+            max_query_len=metadata.max_query_len, num_splits=splits,
+        )
+
+
+class TritonAttentionBackend(AttentionBackend):
+    name = "triton"
+    supported_dtypes = (torch.bfloat16, torch.float16, torch.float32)
+
+    @classmethod
+    def validate(cls, config: AttentionConfig) -> list[str]:
+        """Head sizes up to 256 (padded to a power of two inside the kernel); any block size
+        (key tiles are gathered across cache blocks)."""
+        reasons = super().validate(config)
+        if not 1 <= config.head_size <= MAX_HEAD_SIZE:
+            reasons.append(f"head size {config.head_size} is outside 1..{MAX_HEAD_SIZE}")
+        return reasons
+
+    @classmethod
+    def get_impl_cls(cls) -> type[AttentionImpl]:
+        return TritonAttentionImpl

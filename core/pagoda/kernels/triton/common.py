@@ -1,0 +1,40 @@
+"""Launch helpers shared by the Triton kernels."""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+from triton.runtime.interpreter import InterpretedFunction
+
+_DOT_DTYPES = {torch.float16: tl.float16, torch.bfloat16: tl.bfloat16}
+
+
+def interpreted(kernel: object) -> bool:
+    """Whether `kernel` runs in Triton's CPU interpreter (TRITON_INTERPRET=1 at import)."""
+    return isinstance(kernel, InterpretedFunction)
+
+
+def dot_dtype(dtype: torch.dtype, kernel: object) -> tl.dtype:
+    """Operand type of `tl.dot` for data of `dtype`: the data's own 16-bit type on a GPU
+    (tensor cores, float32 accumulation), else float32. The interpreter multiplies
+    bfloat16 wrongly, so it always gets float32 (exact for 16-bit inputs)."""
+    if interpreted(kernel):
+        return tl.float32
+    return _DOT_DTYPES.get(dtype, tl.float32)
+
+
+def pow2(n: int, minimum: int = 1) -> int:
+    """The smallest power of two >= max(n, minimum)."""
+    return max(triton.next_power_of_2(max(n, 1)), minimum)
+
+
+def rows(x: torch.Tensor, width: int) -> torch.Tensor:
+    """`x` as a 2-D [rows, width] view with unit stride along the last dim (copied if not)."""
+    x2 = x.reshape(-1, width)
+    return x2 if x2.stride(-1) == 1 else x2.contiguous()
+
+
+def unit_last_stride(x: torch.Tensor) -> torch.Tensor:
+    """`x` itself when its last dim is contiguous, else a contiguous copy."""
+    return x if x.stride(-1) == 1 else x.contiguous()

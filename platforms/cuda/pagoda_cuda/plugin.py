@@ -1,0 +1,56 @@
+"""Entry point of pagoda-cuda: tiny, imports neither torch nor Triton; heavy parts load by name."""
+
+from __future__ import annotations
+
+from pagoda.plugins import (
+    AttentionBackendSpec,
+    KernelProvider,
+    PlatformProbe,
+    PluginInfo,
+    hookimpl,
+)
+from pagoda_cuda import __version__
+
+PLATFORM = "cuda"
+TARGET_PLUGIN_API = 1  # the pagoda plugin API this package was built against
+_TRITON = "pagoda.kernels.triton"
+_CHECKS = "pagoda_cuda.kernels"
+TRITON_OPS = ("rms_norm", "fused_add_rms_norm", "rotary_embedding", "silu_and_mul",
+              "reshape_and_cache", "paged_attention")
+
+
+@hookimpl
+def pagoda_plugin_info() -> PluginInfo:
+    return PluginInfo("cuda", __version__, TARGET_PLUGIN_API, "NVIDIA GPUs through PyTorch + Triton")
+
+
+@hookimpl
+def pagoda_platform_probe() -> list[PlatformProbe]:
+    from pagoda_cuda.probe import probe
+
+    return [probe()]
+
+
+@hookimpl
+def pagoda_platform_factory(name: str):
+    if name != PLATFORM:
+        return None
+    from pagoda_cuda.platform import CudaPlatform
+
+    return CudaPlatform()
+
+
+@hookimpl
+def pagoda_attention_backends() -> list[AttentionBackendSpec]:
+    return [AttentionBackendSpec(
+        "triton", "pagoda.kernels.triton.backend:TritonAttentionBackend", (PLATFORM,), priority=10
+    )]
+
+
+@hookimpl
+def pagoda_kernel_providers() -> list[KernelProvider]:
+    return [
+        KernelProvider(op, "triton", f"{_TRITON}:{op}", (PLATFORM,), priority=10,
+                       is_available=f"{_CHECKS}:unavailable_reason", supports=f"{_CHECKS}:supports")
+        for op in TRITON_OPS
+    ]

@@ -1,0 +1,103 @@
+"""Compile every Triton kernel variant for an H100/H200 (sm_90) without a GPU.
+
+Run as a script in a process without TRITON_INTERPRET: Triton's compiler (ttir -> ptx ->
+cubin through the bundled ptxas) needs no driver, and catches what the interpreter accepts
+but a GPU rejects (dot shapes, loop-carried types, globals, register limits).
+Prints one line per variant and exits non-zero on the first failure.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import Any
+
+import triton
+import triton.language as tl
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+
+from pagoda.kernels.triton.activation import _silu_and_mul_kernel
+from pagoda.kernels.triton.attention_kernels import _attention_kernel, _reduce_splits_kernel
+from pagoda.kernels.triton.kv_cache import _reshape_and_cache_kernel
+from pagoda.kernels.triton.norm import _rms_norm_kernel
+from pagoda.kernels.triton.rotary import _rotary_kernel
+
+TARGET = GPUTarget("cuda", 90, 32)
+FLOATS = {"scale", "soft_cap", "eps"}
+INDEX_PTRS = {"block_tables_ptr": "*i32", "query_start_loc_ptr": "*i32",
+              "seq_lens_ptr": "*i32", "slot_mapping_ptr": "*i64", "positions_ptr": "*i64"}
+
+
+def _signature(fn: Any, data: str, consts: dict[str, Any], wide: set[str]) -> dict[str, str]:
+    """Argument types as Triton's launcher would infer them: data pointers of type `data`
+    (partials in float32), index pointers, float32 scalars, else int32; names in `wide`
+    are int64 (index pointers to int64 too)."""
+    sig = {}
+    for name in fn.arg_names:
+        if name in consts:
+            sig[name] = "constexpr"
+        elif name in INDEX_PTRS:
+            sig[name] = "*i64" if name in wide else INDEX_PTRS[name]
+        elif name.startswith("part_"):
+            sig[name] = "*fp32"
+        elif name.endswith("_ptr"):
+            sig[name] = data
+        elif name in FLOATS:
+            sig[name] = "fp32"
+        else:
+            sig[name] = "i64" if name in wide else "i32"
+    return sig
+
+
+def _attention(dot: Any, **overrides: Any) -> dict[str, Any]:
+    consts = dict(GROUP=4, GROUP_PAD=4, BLOCK_Q=16, BLOCK_M=64, HEAD_SIZE=128, HEAD_PAD=128,
+                  BLOCK_SIZE=16, TILE_N=64, USE_WINDOW=False, USE_SOFT_CAP=False,
+                  NUM_SPLITS=1, DOT_DTYPE=dot)
+    consts.update(overrides)
+    return consts
+
+
+VARIANTS: list[tuple[str, Any, str, dict[str, Any], set[str]]] = [
+    ("attention bf16 prefill", _attention_kernel, "*bf16", _attention(tl.bfloat16), set()),
+    ("attention bf16 decode split window softcap one-seq", _attention_kernel, "*bf16",
+     _attention(tl.bfloat16, BLOCK_Q=4, BLOCK_M=16, NUM_SPLITS=8, USE_WINDOW=True,
+                USE_SOFT_CAP=True, num_seqs=1),
+     {"stride_cb", "query_start_loc_ptr", "seq_lens_ptr", "block_tables_ptr"}),
+    ("attention fp16 head 80 block 5 group 6", _attention_kernel, "*fp16",
+     _attention(tl.float16, GROUP=6, GROUP_PAD=8, BLOCK_Q=8, HEAD_SIZE=80, BLOCK_SIZE=5), set()),
+    ("attention fp32 (ieee dot)", _attention_kernel, "*fp32",
+     _attention(tl.float32, HEAD_SIZE=64, HEAD_PAD=64), set()),
+    ("reduce splits", _reduce_splits_kernel, "*bf16",
+     dict(NUM_SPLITS=8, SPLITS_PAD=8, HEAD_SIZE=128, HEAD_PAD=128), set()),
+    ("reshape_and_cache", _reshape_and_cache_kernel, "*bf16",
+     dict(NUM_KV_HEADS=8, HEAD_SIZE=128, BLOCK_SIZE=16, HEADS_PAD=8, HEAD_PAD=128),
+     {"stride_cb"}),
+    ("rms_norm", _rms_norm_kernel, "*bf16", dict(HAS_RESIDUAL=False, BLOCK=4096), set()),
+    ("fused_add_rms_norm", _rms_norm_kernel, "*bf16", dict(HAS_RESIDUAL=True, BLOCK=8192), set()),
+    ("silu_and_mul", _silu_and_mul_kernel, "*bf16", dict(BLOCK=1024), set()),
+    ("rotary neox partial", _rotary_kernel, "*bf16",
+     dict(NUM_HEADS=32, NUM_KV_HEADS=8, HEAD_SIZE=128, ROT_DIM=64, IS_NEOX=True, HEADS_PAD=32,
+          KV_HEADS_PAD=8, HALF_PAD=32, HEAD_PAD=128), set()),
+    ("rotary gptj", _rotary_kernel, "*fp32",
+     dict(NUM_HEADS=6, NUM_KV_HEADS=1, HEAD_SIZE=80, ROT_DIM=80, IS_NEOX=False, HEADS_PAD=8,
+          KV_HEADS_PAD=1, HALF_PAD=64, HEAD_PAD=128), set()),
+]
+
+
+def main() -> int:
+    for label, fn, data, consts, wide in VARIANTS:
+        start = time.perf_counter()
+        try:
+            compiled = triton.compile(ASTSource(fn, _signature(fn, data, consts, wide), consts),
+                                      target=TARGET)
+        except Exception as exc:
+            print(f"FAILED {label}: {exc}")
+            return 1
+        print(f"ok {label}: {time.perf_counter() - start:.1f}s, "
+              f"{compiled.metadata.shared} B shared, {compiled.metadata.num_warps} warps")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,57 @@
+"""The Triton kernels drive the real model: a tiny Llama's greedy tokens with every Triton op
+and the "triton" attention backend equal those of the CPU platform's own kernels (here in
+Triton's CPU interpreter; tests/platforms/cuda checks the same on a GPU)."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("triton")
+
+from pagoda import LLM, SamplingParams  # noqa: E402
+from pagoda.plugins import (  # noqa: E402
+    AttentionBackendSpec,
+    KernelProvider,
+    get_registries,
+    reset_registries,
+)
+from tests.engine.tiny_models import VOCAB, make_checkpoint, tiny_configs  # noqa: E402
+
+TRITON_OPS = ("rms_norm", "fused_add_rms_norm", "rotary_embedding", "silu_and_mul",
+              "reshape_and_cache", "paged_attention")
+GREEDY = SamplingParams(temperature=0.0, max_tokens=4, ignore_eos=True)
+
+
+def _greedy(path: Path, prompts: list[list[int]], **kwargs: object) -> tuple[list, dict]:
+    """Greedy tokens of each prompt (mixed prefill chunks and decodes), and the engine info."""
+    llm = LLM(str(path), device="cpu", dtype="float32", num_kv_blocks=64, block_size=8,
+              max_num_batched_tokens=16, **kwargs)  # type: ignore[arg-type]
+    outputs = llm.generate([{"prompt_token_ids": p} for p in prompts], GREEDY, use_tqdm=False)
+    return [o.outputs[0].token_ids for o in outputs], llm.engine.core.info
+
+
+def test_greedy_tokens_match_cpu_kernels(device: str, tmp_path: Path) -> None:
+    if device != "cpu":
+        pytest.skip("on a GPU, tests/platforms/cuda runs the engine with these kernels")
+    path = make_checkpoint(tmp_path, tiny_configs()["qwen3"])  # q/k norms, GQA 4/2
+    rng = random.Random(5)
+    prompts = [[rng.randrange(3, VOCAB) for _ in range(n)] for n in (3, 19, 1, 9)]
+    expected, _ = _greedy(path, prompts)
+    regs = get_registries()
+    try:
+        regs.attention_backends.add(AttentionBackendSpec(
+            "triton", "pagoda.kernels.triton.backend:TritonAttentionBackend", ("cpu",),
+            priority=100), "test")
+        for op in TRITON_OPS:
+            regs.kernels.add(KernelProvider(op, "triton", f"pagoda.kernels.triton:{op}",
+                                            ("cpu",), priority=100), "test")
+        tokens, info = _greedy(path, prompts, attention_backend="triton")
+        assert info["attention_backend"] == "triton"
+        assert {op: info["ops"][op] for op in TRITON_OPS} == dict.fromkeys(TRITON_OPS,
+                                                                          "test/triton")
+        assert tokens == expected
+    finally:
+        reset_registries()
