@@ -43,6 +43,9 @@ class ModelConfig:
     generation_config: str = "auto"
     """"auto": defaults from the model's generation_config.json; "pagoda": ours only."""
     chat_template: str | None = None
+    quantization: str | None = None
+    """Quantization method by name; None or "none": dense weights (GGUF ones dequantized);
+    "gguf" (CPU): Q4_0/Q4_1 GGUF weights stay 4-bit."""
 
     def __post_init__(self) -> None:
         parse_dtype(self.dtype)

@@ -46,10 +46,12 @@ class LLM:
         seed: int = 0,
         generation_config: str = "auto",
         chat_template: str | None = None,
+        quantization: str | None = None,
     ):
         config = EngineConfig(
             model=ModelConfig(model, tokenizer, dtype, load_format, max_model_len, seed,
-                              generation_config=generation_config, chat_template=chat_template),
+                              generation_config=generation_config, chat_template=chat_template,
+                              quantization=quantization),
             cache=CacheConfig(block_size, kv_cache_memory, memory_fraction, kv_cache_dtype,
                               enable_prefix_caching, num_kv_blocks),
             scheduler=SchedulerConfig(max_num_seqs, max_num_batched_tokens, scheduling_policy,

@@ -7,7 +7,6 @@ from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
-import torch
 from gguf import GGUFReader
 from transformers import PretrainedConfig, PreTrainedTokenizerBase
 
@@ -16,6 +15,7 @@ from pagoda.gguf.dequant import torch_shape
 from pagoda.gguf.fields import GGUFMetadata
 from pagoda.gguf.tokenizer import load_tokenizer
 from pagoda.gguf.weights import iter_hf_weights
+from pagoda.quant import CheckpointTensor
 
 
 class GGUFModel:
@@ -34,9 +34,12 @@ class GGUFModel:
         shapes = {t.name: torch_shape(t) for t in self._reader.tensors}
         self.config: PretrainedConfig = build_config(self.metadata, self.arch, shapes)
 
-    def iter_weights(self) -> Iterator[tuple[str, torch.Tensor]]:
-        """(HF checkpoint name, float32 tensor) pairs, one tensor in memory at a time."""
-        return iter_hf_weights(self._reader.tensors, self.arch, self.config)
+    def iter_weights(self, keep_int4: bool = False) -> Iterator[tuple[str, CheckpointTensor]]:
+        """(HF checkpoint name, float32 tensor) pairs, one tensor in memory at a time.
+
+        With `keep_int4`, Q4_0/Q4_1 matrices come as `Int4Weight` instead.
+        """
+        return iter_hf_weights(self._reader.tensors, self.arch, self.config, keep_int4)
 
     def load_tokenizer(self) -> PreTrainedTokenizerBase:
         """The file's tokenizer, special tokens and chat template."""

@@ -1,4 +1,4 @@
-"""Stream a GGUF file's tensors as HF-named float32 torch tensors."""
+"""Stream a GGUF file's tensors as HF-named float32 torch tensors (or Q4 ones as Int4Weight)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,9 @@ from transformers import PretrainedConfig
 
 from pagoda.gguf.config import ArchSpec
 from pagoda.gguf.dequant import check_supported, dequantize
+from pagoda.gguf.int4 import INT4_TYPES, int4_weight
 from pagoda.gguf.names import hf_name
+from pagoda.quant import CheckpointTensor, Int4Weight
 
 
 def unpermute_rows(weight: torch.Tensor, n_heads: int) -> torch.Tensor:
@@ -25,12 +27,16 @@ def unpermute_rows(weight: torch.Tensor, n_heads: int) -> torch.Tensor:
 
 
 def iter_hf_weights(
-    tensors: Sequence[ReaderTensor], spec: ArchSpec, config: PretrainedConfig
-) -> Iterator[tuple[str, torch.Tensor]]:
+    tensors: Sequence[ReaderTensor],
+    spec: ArchSpec,
+    config: PretrainedConfig,
+    keep_int4: bool = False,
+) -> Iterator[tuple[str, CheckpointTensor]]:
     """(HF name, float32 tensor) for every tensor, dequantized one at a time.
 
-    Names and types are all checked before the first tensor is read, so a file
-    that cannot load fails at once with a ValueError naming the tensor.
+    With `keep_int4`, Q4_0/Q4_1 matrices come as `Int4Weight` instead. Names and types
+    are all checked before the first tensor is read, so a file that cannot load fails at
+    once with a ValueError naming the tensor.
     """
     plan = [(tensor, hf_name(tensor.name)) for tensor in tensors]
     for tensor, _ in plan:
@@ -39,15 +45,25 @@ def iter_hf_weights(
         "q_proj": config.num_attention_heads,
         "k_proj": config.num_key_value_heads,
     }
-    return _stream(plan, heads if spec.permuted_qk else {})
+    return _stream(plan, heads if spec.permuted_qk else {}, keep_int4)
 
 
 def _stream(
-    plan: list[tuple[ReaderTensor, str]], permuted_heads: dict[str, int]
-) -> Iterator[tuple[str, torch.Tensor]]:
+    plan: list[tuple[ReaderTensor, str]], permuted_heads: dict[str, int], keep_int4: bool
+) -> Iterator[tuple[str, CheckpointTensor]]:
     for tensor, name in plan:
-        weight = torch.from_numpy(dequantize(tensor))
-        proj = name.split(".")[-2]
-        if proj in permuted_heads:
-            weight = unpermute_rows(weight, permuted_heads[proj])
+        weight: CheckpointTensor
+        if keep_int4 and tensor.tensor_type in INT4_TYPES and len(tensor.shape) == 2:
+            weight = int4_weight(tensor)
+        else:
+            weight = torch.from_numpy(dequantize(tensor))
+        n_heads = permuted_heads.get(name.split(".")[-2])
+        if n_heads is not None:
+            weight = _unpermute(weight, n_heads)
         yield name, weight
+
+
+def _unpermute(weight: CheckpointTensor, n_heads: int) -> CheckpointTensor:
+    if isinstance(weight, Int4Weight):
+        return weight.map_rows(lambda part: unpermute_rows(part, n_heads))
+    return unpermute_rows(weight, n_heads)

@@ -1,7 +1,8 @@
 """Checkpoint weights: reading safetensors, loading named tensors into a model, dummy weights.
 
 Every weight format (safetensors, GGUF ...) becomes an iterator of (checkpoint name, tensor)
-in HF naming; `load_checkpoint_weights` maps those names onto the model's parameters.
+in HF naming; `load_checkpoint_weights` maps those names onto the model's parameters. A
+linear layer's weight goes through its QuantMethod, which may keep a quantized tensor as is.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from safetensors import safe_open
 from torch import nn
 
 from pagoda.models.layers.linear import Linear, MergedLinear
+from pagoda.quant.checkpoint import CheckpointTensor, copy_weight, dense
 
 SAFETENSORS_INDEX = "model.safetensors.index.json"
 
@@ -65,20 +67,10 @@ def checkpoint_targets(model: nn.Module) -> dict[str, tuple[str, str | None]]:
     return targets
 
 
-def copy_weight(param: torch.Tensor, loaded: torch.Tensor, name: str) -> None:
-    """param[...] = loaded, refusing a shape mismatch with a message naming the weight."""
-    if param.shape != loaded.shape:
-        raise ValueError(
-            f"Weight {name!r} has shape {tuple(loaded.shape)}, the model expects "
-            f"{tuple(param.shape)}"
-        )
-    param.copy_(loaded)
-
-
 @torch.no_grad()
 def load_checkpoint_weights(
     model: nn.Module,
-    weights: Iterable[tuple[str, torch.Tensor]],
+    weights: Iterable[tuple[str, CheckpointTensor]],
     skip: Callable[[str], bool] = lambda name: False,
 ) -> set[str]:
     """Load HF-named weights into `model`; returns the parameter names loaded.
@@ -97,12 +89,16 @@ def load_checkpoint_weights(
                 f"Unexpected weight {name!r}: {type(model).__name__} has no parameter for it"
             )
         param_name, shard = targets[name]
-        param = params[param_name]
-        if shard is not None:
-            module = model.get_submodule(param_name.rpartition(".")[0])
-            assert isinstance(module, MergedLinear)
-            param = module.shard_view(param, shard)
-        copy_weight(param, tensor, name)
+        module_name, _, attr = param_name.rpartition(".")
+        module = model.get_submodule(module_name)
+        if isinstance(module, Linear) and attr == "weight":
+            module.quant_method.load_weight(module, tensor, shard, name)
+        else:
+            param = params[param_name]
+            if shard is not None:
+                assert isinstance(module, MergedLinear)
+                param = module.shard_view(param, shard)
+            copy_weight(param, dense(tensor), name)
         seen.add(name)
     missing = sorted(targets.keys() - seen)
     if missing:

@@ -12,6 +12,7 @@ from pagoda.model_source import ModelSource
 from pagoda.models.llama import attention_shape
 from pagoda.models.loader import load_model, resolve_model_class
 from pagoda.models.weights import process_weights_after_loading
+from pagoda.quant import QuantMethod, UnquantizedMethod
 
 __all__ = ["attention_shape", "build_model"]
 
@@ -25,9 +26,19 @@ def build_model(
     attn_backend: type[AttentionBackend],
     load_format: str = "auto",
     seed: int = 0,
+    quant_method: QuantMethod | None = None,
 ) -> nn.Module:
     """The model on `device` with its weights (under the caller's `use_ops` table)."""
-    common = {"dtype": dtype, "device": device, "attn_backend": attn_backend, "seed": seed}
+    quant_method = quant_method or UnquantizedMethod()
+    weights_from = "dummy" if load_format == "dummy" else source.format
+    if quant_method.checkpoint_format not in (None, weights_from):
+        what = "dummy weights" if weights_from == "dummy" else f"{source.path} ({weights_from})"
+        raise ValueError(
+            f"quantization {quant_method.name!r} reads {quant_method.checkpoint_format} "
+            f"checkpoints only, not {what}; use quantization 'none'"
+        )
+    common = {"dtype": dtype, "device": device, "attn_backend": attn_backend, "seed": seed,
+              "quant_method": quant_method}
     if load_format == "dummy":
         return load_model(hf_config, load_format="dummy", **common)
     if source.format == "hf":
@@ -36,14 +47,17 @@ def build_model(
         return load_model(source.path, load_format=load_format, **common)
     if load_format not in ("auto", "gguf"):
         raise ValueError(f"load_format={load_format!r} cannot read the GGUF file {source.path}")
-    return _load_gguf(source, hf_config, dtype=dtype, device=device, attn_backend=attn_backend)
+    return _load_gguf(source, hf_config, dtype=dtype, device=device, attn_backend=attn_backend,
+                      quant_method=quant_method)
 
 
 def _load_gguf(source: ModelSource, hf_config: Any, *, dtype: torch.dtype,
-               device: torch.device, attn_backend: type[AttentionBackend]) -> nn.Module:
+               device: torch.device, attn_backend: type[AttentionBackend],
+               quant_method: QuantMethod) -> nn.Module:
     model_cls = resolve_model_class(hf_config)
     with torch.device(device):
-        module = model_cls(hf_config, dtype=dtype, attn_backend=attn_backend)
-    module.load_weights(source.gguf.iter_weights())
+        module = model_cls(hf_config, dtype=dtype, attn_backend=attn_backend,
+                           quant_method=quant_method)
+    module.load_weights(source.gguf.iter_weights(keep_int4=quant_method.checkpoint_format == "gguf"))
     process_weights_after_loading(module)
     return module.eval()

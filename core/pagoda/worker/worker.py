@@ -16,6 +16,7 @@ from pagoda.executor.base import Worker as WorkerBase
 from pagoda.model_source import ModelSource
 from pagoda.ops import OpTable, use_ops
 from pagoda.platforms import resolve_platform
+from pagoda.quant.selector import select_quant_method
 from pagoda.worker.model_loading import attention_shape, build_model
 from pagoda.worker.model_runner import ModelRunner
 
@@ -67,17 +68,21 @@ class Worker(WorkerBase):
         self.attn_backend = select_attention_backend(
             self.platform, attn_config, self.config.attention_backend
         )
+        self.quant_method = select_quant_method(
+            self.platform, self.config.model.quantization, self.hf_config
+        )
         self.ops = OpTable(self.platform.name, dtype=dtype)
         with use_ops(self.ops):
             self.model = build_model(
                 self.source, self.hf_config, dtype=dtype, device=self.device,
                 attn_backend=self.attn_backend, load_format=self.config.model.load_format,
-                seed=self.config.model.seed,
+                seed=self.config.model.seed, quant_method=self.quant_method,
             )
         self.kv_spec = KVCacheSpec(self.config.cache.block_size, num_kv_heads, head_size, kv_dtype)
         self.num_layers = self.model.num_attention_layers
-        logger.info("Loaded %s on %s with attention backend %s (%s)", self.source.name,
-                    self.platform.device_name(self.local_rank), self.attn_backend.name, dtype)
+        logger.info("Loaded %s on %s with attention backend %s (%s, quantization %s)",
+                    self.source.name, self.platform.device_name(self.local_rank),
+                    self.attn_backend.name, dtype, self.quant_method.name)
 
     def determine_num_kv_blocks(self) -> int:
         cache = self.config.cache
@@ -122,5 +127,6 @@ class Worker(WorkerBase):
             "device": self.platform.device_name(self.local_rank),
             "attention_backend": self.attn_backend.name,
             "dtype": str(self._dtypes()[0]).removeprefix("torch."),
+            "quantization": self.quant_method.name,
             "ops": dict(self.ops.providers),
         }

@@ -17,7 +17,7 @@ class CpuPlatform(Platform):
     supported_dtypes = (torch.float32, torch.bfloat16, torch.float16)
     distributed_backend = "gloo"
     preferred_attention_backends = ("cpu_sdpa", "reference")
-    supported_quant_methods = ("none",)
+    supported_quant_methods = ("none", "gguf")
     executor = "uniproc"
 
     @property

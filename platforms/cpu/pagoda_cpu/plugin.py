@@ -7,6 +7,7 @@ from pagoda.plugins import (
     KernelProvider,
     PlatformProbe,
     PluginInfo,
+    QuantMethodSpec,
     hookimpl,
 )
 from pagoda_cpu import __version__
@@ -45,6 +46,11 @@ def pagoda_attention_backends() -> list[AttentionBackendSpec]:
             "cpu_sdpa", "pagoda_cpu.attention:CpuSdpaAttentionBackend", (PLATFORM,), priority=10
         )
     ]
+
+
+@hookimpl
+def pagoda_quant_methods() -> list[QuantMethodSpec]:
+    return [QuantMethodSpec("gguf", "pagoda_cpu.quant_gguf:GGUFInt4Method", (PLATFORM,))]
 
 
 @hookimpl

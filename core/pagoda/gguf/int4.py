@@ -1,0 +1,42 @@
+"""GGUF Q4_0 / Q4_1 blocks -> Int4Weight (codes, scales, offsets), without dequantizing.
+
+A block holds 32 consecutive weights of a row: a float16 scale d (Q4_1: then a float16
+min m), then 16 bytes whose low nibbles are weights 0-15 and high nibbles 16-31.
+Q4_1: w = d * q + m; Q4_0: w = d * (q - 8), so offset = -8 d.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from gguf import GGMLQuantizationType as T
+from gguf import ReaderTensor
+
+from pagoda.gguf.dequant import torch_shape
+from pagoda.quant import Int4Weight
+
+BLOCK = 32
+INT4_TYPES: frozenset[T] = frozenset({T.Q4_0, T.Q4_1})
+
+
+def _f16(raw: np.ndarray) -> np.ndarray:
+    """Two bytes per entry on the last axis -> float32 values of those float16s."""
+    return np.ascontiguousarray(raw).view(np.float16)[..., 0].astype(np.float32)
+
+
+def int4_weight(tensor: ReaderTensor) -> Int4Weight:
+    """The Q4_0/Q4_1 matrix `tensor` as codes and per-block scales and offsets."""
+    if tensor.tensor_type not in INT4_TYPES:
+        raise ValueError(f"GGUF tensor {tensor.name!r} is {tensor.tensor_type.name}, not Q4_0/Q4_1")
+    shape = torch_shape(tensor)
+    if len(shape) != 2:
+        raise ValueError(f"GGUF tensor {tensor.name!r} has shape {shape}; expected a matrix")
+    rows, cols = shape
+    blocks = np.asarray(tensor.data).reshape(rows, cols // BLOCK, -1)
+    scales = _f16(blocks[..., 0:2])
+    if tensor.tensor_type == T.Q4_1:
+        offsets, qs = _f16(blocks[..., 2:4]), blocks[..., 4:]
+    else:
+        offsets, qs = -8 * scales, blocks[..., 2:]
+    codes = np.concatenate([qs & 0x0F, qs >> 4], axis=-1).reshape(rows, cols)
+    return Int4Weight(torch.from_numpy(codes), torch.from_numpy(scales), torch.from_numpy(offsets))
