@@ -111,3 +111,43 @@ class EngineConfig:
     """Platform name, "auto" or None (PAGODA_DEVICE, else auto)."""
     attention_backend: str | None = None
     executor: str | None = None
+
+    @classmethod
+    def from_options(
+        cls,
+        *,
+        model: str | None = None,
+        tokenizer: str | None = None,
+        device: str | None = None,
+        dtype: str | torch.dtype = "auto",
+        max_model_len: int | None = None,
+        max_num_seqs: int = 256,
+        max_num_batched_tokens: int = 2048,
+        block_size: int = 16,
+        kv_cache_memory: int | None = None,
+        memory_fraction: float | None = None,
+        num_kv_blocks: int | None = None,
+        kv_cache_dtype: str | torch.dtype = "auto",
+        enable_prefix_caching: bool = True,
+        enable_chunked_prefill: bool = True,
+        scheduling_policy: str = "fcfs",
+        attention_backend: str | None = None,
+        load_format: str = "auto",
+        seed: int = 0,
+        generation_config: str = "auto",
+        chat_template: str | None = None,
+        quantization: str | None = None,
+        served_model_name: str | None = None,
+    ) -> EngineConfig:
+        """The nested config from the flat options `LLM(...)` and the CLI share."""
+        return cls(
+            model=ModelConfig(model, tokenizer, dtype, load_format, max_model_len, seed,
+                              served_model_name, generation_config, chat_template,
+                              quantization),
+            cache=CacheConfig(block_size, kv_cache_memory, memory_fraction, kv_cache_dtype,
+                              enable_prefix_caching, num_kv_blocks),
+            scheduler=SchedulerConfig(max_num_seqs, max_num_batched_tokens, scheduling_policy,
+                                      enable_chunked_prefill),
+            device=device,
+            attention_backend=attention_backend,
+        )

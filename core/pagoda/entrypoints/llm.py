@@ -7,7 +7,7 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
-from pagoda.config import CacheConfig, EngineConfig, ModelConfig, SchedulerConfig
+from pagoda.config import EngineConfig
 from pagoda.engine.input_processor import PromptInput
 from pagoda.engine.llm_engine import LLMEngine
 from pagoda.outputs import RequestOutput
@@ -48,16 +48,17 @@ class LLM:
         chat_template: str | None = None,
         quantization: str | None = None,
     ):
-        config = EngineConfig(
-            model=ModelConfig(model, tokenizer, dtype, load_format, max_model_len, seed,
-                              generation_config=generation_config, chat_template=chat_template,
-                              quantization=quantization),
-            cache=CacheConfig(block_size, kv_cache_memory, memory_fraction, kv_cache_dtype,
-                              enable_prefix_caching, num_kv_blocks),
-            scheduler=SchedulerConfig(max_num_seqs, max_num_batched_tokens, scheduling_policy,
-                                      enable_chunked_prefill),
-            device=device,
-            attention_backend=attention_backend,
+        config = EngineConfig.from_options(
+            model=model, tokenizer=tokenizer, device=device, dtype=dtype,
+            max_model_len=max_model_len, max_num_seqs=max_num_seqs,
+            max_num_batched_tokens=max_num_batched_tokens, block_size=block_size,
+            kv_cache_memory=kv_cache_memory, memory_fraction=memory_fraction,
+            num_kv_blocks=num_kv_blocks, kv_cache_dtype=kv_cache_dtype,
+            enable_prefix_caching=enable_prefix_caching,
+            enable_chunked_prefill=enable_chunked_prefill, scheduling_policy=scheduling_policy,
+            attention_backend=attention_backend, load_format=load_format, seed=seed,
+            generation_config=generation_config, chat_template=chat_template,
+            quantization=quantization,
         )
         self.engine = LLMEngine(config)
 
