@@ -31,9 +31,10 @@ def _prompts(n: int, length: int, vocab: int, seed: int) -> list[list[int]]:
     return [[rng.randrange(3, vocab) for _ in range(length)] for _ in range(n)]
 
 
-def _best_of(runs: int, fn: Callable[[], float]) -> float:
-    """The median of `runs` measurements (each a rate: higher is better)."""
-    return statistics.median(fn() for _ in range(runs))
+def _median_of(runs: int, fn: Callable[[int], float]) -> float:
+    """The median of `runs` measurements fn(0), fn(1), ... (each a rate: higher is better).
+    Each run gets fresh prompts, so no engine can answer from a prefix cache."""
+    return statistics.median(fn(run) for run in range(runs))
 
 
 class PagodaRunner:
@@ -110,7 +111,7 @@ class LlamaCppRunner:
         # Llama() makes a one-sequence context; decode parallel sequences in our own.
         params = llama_cpp.llama_context_default_params()
         params.n_ctx = 64 * (CONCURRENT_PROMPT_LEN + NEW_TOKENS)
-        params.n_batch = params.n_ubatch = 2048
+        params.n_batch = params.n_ubatch = 64 * CONCURRENT_PROMPT_LEN  # all prompts in one batch
         params.n_seq_max = 64
         if hasattr(params, "kv_unified"):
             params.kv_unified = True  # one cache shared by all sequences (the 512 prompt)
@@ -202,19 +203,21 @@ def main() -> None:
         runners.append(LlamaCppRunner(path, args.threads, flash_attn=False))
 
     vocab = 49152
-    decode_prompt = _prompts(1, 32, vocab, 1)[0]
-    prefill_prompt = _prompts(1, PREFILL_LEN, vocab, 2)[0]
     results: dict[str, dict[str, float]] = {}
     for runner in runners:
-        runner.decode(decode_prompt[:8])  # warm-up
+        runner.decode(_prompts(1, 8, vocab, 0)[0])  # warm-up
         row = {
-            "decode_tok_s": _best_of(args.runs, lambda r=runner: r.decode(decode_prompt)),
-            "prefill_512_tok_s": _best_of(args.runs, lambda r=runner: r.prefill(prefill_prompt)),
+            "decode_tok_s": _median_of(
+                args.runs, lambda i, r=runner: r.decode(_prompts(1, 32, vocab, 100 + i)[0])),
+            "prefill_512_tok_s": _median_of(
+                args.runs,
+                lambda i, r=runner: r.prefill(_prompts(1, PREFILL_LEN, vocab, 200 + i)[0])),
         }
         for n in (16, 64):
-            prompts = _prompts(n, CONCURRENT_PROMPT_LEN, vocab, 3 + n)
-            row[f"concurrent_{n}_out_tok_s"] = _best_of(
-                max(1, args.runs - 1), lambda r=runner, p=prompts: r.concurrent(p))
+            row[f"concurrent_{n}_out_tok_s"] = _median_of(
+                max(1, args.runs - 1),
+                lambda i, r=runner, n=n: r.concurrent(
+                    _prompts(n, CONCURRENT_PROMPT_LEN, vocab, 1000 * n + i)))
         results[runner.name] = row
         print(runner.name, {k: round(v, 1) for k, v in row.items()}, flush=True)
 

@@ -66,6 +66,7 @@ class _Outcome:
 async def _send(client: httpx.AsyncClient, model: str, request: BenchRequest) -> _Outcome:
     body = {"model": model, "prompt": request.prompt_token_ids,
             "max_tokens": request.output_len, "ignore_eos": True, "stream": True,
+            "temperature": 0.0,  # greedy, like `pagoda bench throughput`
             "stream_options": {"include_usage": True}}
     out = _Outcome()
     start = last = time.perf_counter()
