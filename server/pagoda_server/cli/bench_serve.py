@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import logging
 import random
 import time
 from dataclasses import dataclass, field
@@ -177,6 +178,7 @@ def _print(r: dict[str, Any]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # not one line per request
     try:
         outcomes, duration, model = asyncio.run(_benchmark(args))
     except httpx.HTTPError as exc:
