@@ -2,18 +2,24 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from pagoda.attention.backend import AttentionBackend, AttentionConfig
 from pagoda.platforms.platform import Platform
 from pagoda.plugins.lazy import load_target
 from pagoda.plugins.manager import PluginRegistries, get_registries
+from pagoda.plugins.registry import Registered
 
 
 class AttentionBackendError(ValueError):
     pass
 
 
-def _load(regs: PluginRegistries, name: str) -> type[AttentionBackend]:
-    return load_target(regs.attention_backends.get(name).spec.backend)
+def _entry_for(regs: PluginRegistries, name: str, platform: str) -> Registered[Any] | None:
+    """The highest-priority registration of `name` that runs on `platform` (several
+    plugins may register one name, e.g. a Triton backend for CUDA and for ROCm)."""
+    return next((e for e in regs.attention_backends.candidates(name) if e.runs_on(platform)),
+                None)
 
 
 def select_attention_backend(
@@ -30,13 +36,15 @@ def select_attention_backend(
             raise AttentionBackendError(
                 f"Unknown attention backend {forced!r} (registered: {known})"
             )
-        entry = regs.attention_backends.get(forced)
-        if not entry.runs_on(platform.name):
+        entry = _entry_for(regs, forced, platform.name)
+        if entry is None:
+            where = sorted({p for e in regs.attention_backends.candidates(forced)
+                            for p in e.spec.platforms})
             raise AttentionBackendError(
                 f"Attention backend {forced!r} does not run on platform {platform.name!r} "
-                f"(it supports {', '.join(entry.spec.platforms)})"
+                f"(it supports {', '.join(where)})"
             )
-        backend = _load(regs, forced)
+        backend = load_target(entry.spec.backend)
         reasons = backend.validate(config)
         if reasons:
             raise AttentionBackendError(
@@ -48,9 +56,10 @@ def select_attention_backend(
     others = [e.spec.name for e in regs.attention_backends.for_platform(platform.name)]
     tried = []
     for name in dict.fromkeys(preferred + others):
-        if not regs.attention_backends.get(name).runs_on(platform.name):
+        entry = _entry_for(regs, name, platform.name)
+        if entry is None:
             continue
-        backend = _load(regs, name)
+        backend = load_target(entry.spec.backend)
         reasons = backend.validate(config)
         if not reasons:
             return backend
