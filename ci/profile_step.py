@@ -1,0 +1,76 @@
+"""Profile engine steps: wall time per decode step, and where host and device time go.
+
+    python ci/profile_step.py MODEL_DIR --device cuda --load-format dummy --num-seqs 256
+
+Adds `--num-seqs` requests of `--input-len` random tokens, steps until every request is
+decoding, times `--steps` decode steps (synchronising the device), then profiles a few
+with torch.profiler and prints the top operators by device and by host time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import time
+
+from torch.profiler import ProfilerActivity, profile
+
+from pagoda import LLM, SamplingParams
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("model")
+    parser.add_argument("--device", default=None)
+    parser.add_argument("--dtype", default="auto")
+    parser.add_argument("--load-format", default="auto")
+    parser.add_argument("--num-seqs", type=int, default=64)
+    parser.add_argument("--input-len", type=int, default=128)
+    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--rows", type=int, default=25)
+    args = parser.parse_args()
+
+    llm = LLM(args.model, device=args.device, dtype=args.dtype, load_format=args.load_format,
+              max_num_seqs=max(args.num_seqs, 1),
+              max_num_batched_tokens=max(2048, args.num_seqs * args.input_len))
+    engine = llm.engine
+    platform = engine.core.executor.worker.platform
+    rng = random.Random(0)
+    params = SamplingParams(temperature=0.0, max_tokens=args.steps * 3 + 10, ignore_eos=True,
+                            detokenize=False)
+    vocab = engine.hf_config.vocab_size
+    for i in range(args.num_seqs):
+        prompt = [rng.randrange(3, vocab) for _ in range(args.input_len)]
+        engine.add_request(str(i), {"prompt_token_ids": prompt}, params)
+    start = time.perf_counter()
+    engine.step()  # the prefill
+    platform.synchronize()
+    print(f"prefill step ({args.num_seqs} x {args.input_len}): "
+          f"{(time.perf_counter() - start) * 1e3:.1f} ms")
+    for _ in range(3):
+        engine.step()
+    times = []
+    for _ in range(args.steps):
+        start = time.perf_counter()
+        engine.step()
+        platform.synchronize()
+        times.append(time.perf_counter() - start)
+    times.sort()
+    print(f"decode step, {args.num_seqs} seqs: median {times[len(times) // 2] * 1e3:.2f} ms, "
+          f"min {times[0] * 1e3:.2f} ms -> {args.num_seqs / times[len(times) // 2]:.0f} tok/s")
+
+    activities = [ProfilerActivity.CPU]
+    if platform.device_type == "cuda":
+        activities.append(ProfilerActivity.CUDA)
+    with profile(activities=activities) as prof:
+        for _ in range(3):
+            engine.step()
+        platform.synchronize()
+    averages = prof.key_averages()
+    if platform.device_type == "cuda":
+        print(averages.table(sort_by="self_cuda_time_total", row_limit=args.rows))
+    print(averages.table(sort_by="self_cpu_time_total", row_limit=args.rows))
+
+
+if __name__ == "__main__":
+    main()
