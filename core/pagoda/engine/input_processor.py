@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 from dataclasses import dataclass
 from typing import Any
 
@@ -72,11 +71,9 @@ class InputProcessor:
             params.encode_bad_words(self._encode_no_special)
         requests: list[Request] = []
         for index in range(params.n):
-            child_params = params
-            if params.n > 1:
-                child_params = copy.copy(params)
-                if params.seed is not None:
-                    child_params.seed = params.seed + index
+            child_params = params  # shared read-only; a seeded sibling i draws with seed + i
+            if params.seed is not None and index > 0:
+                child_params = params.with_seed(params.seed + index)
             extra = {} if arrival_time is None else {"arrival_time": arrival_time}
             requests.append(Request(
                 request_id=child_request_id(request_id, index, params.n),

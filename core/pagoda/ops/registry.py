@@ -110,6 +110,3 @@ class OpTable:
             setattr(table, name, spec.reference)
             table.providers[name] = f"core/{REFERENCE_PROVIDER}"
         return table
-
-    def __getattr__(self, name: str) -> Callable[..., Any]:  # for type checkers
-        raise AttributeError(name)

@@ -7,7 +7,7 @@ from typing import Any
 
 import torch
 
-from pagoda.attention.backend import AttentionConfig, KVCacheSpec
+from pagoda.attention.backend import AttentionConfig
 from pagoda.attention.selector import select_attention_backend
 from pagoda.config import EngineConfig
 from pagoda.config.engine_config import parse_dtype
@@ -78,7 +78,7 @@ class Worker(WorkerBase):
                 attn_backend=self.attn_backend, load_format=self.config.model.load_format,
                 seed=self.config.model.seed, quant_method=self.quant_method,
             )
-        self.kv_spec = KVCacheSpec(self.config.cache.block_size, num_kv_heads, head_size, kv_dtype)
+        self.kv_spec = self.model.kv_cache_spec(self.config.cache.block_size, kv_dtype)
         self.num_layers = self.model.num_attention_layers
         logger.info("Loaded %s on %s with attention backend %s (%s, quantization %s)",
                     self.source.name, self.platform.device_name(self.local_rank),
