@@ -5,12 +5,14 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from pagoda.bench.backends import BACKENDS, RunResult
 from pagoda.bench.dataset import BenchRequest, random_requests
 from pagoda.bench.stats import summarize
 from pagoda.cli.engine_args import add_engine_arguments
+
+if TYPE_CHECKING:
+    from pagoda.bench.backends import RunResult
 
 
 def _add_common(parser: argparse.ArgumentParser) -> None:
@@ -61,6 +63,8 @@ def _add_plugin_benchmarks(sub: Any) -> None:
 
 
 def _backends(args: argparse.Namespace) -> list[Any]:
+    from pagoda.bench.backends import BACKENDS  # torch and transformers: only when running
+
     names = [n.strip() for n in args.backend.split(",") if n.strip()]
     unknown = [n for n in names if n not in BACKENDS]
     if unknown or not names:

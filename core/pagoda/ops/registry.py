@@ -16,7 +16,7 @@ from pagoda.ops import reference
 from pagoda.plugins.lazy import load_target
 from pagoda.plugins.manager import PluginRegistries, get_registries
 from pagoda.plugins.registry import Registered
-from pagoda.plugins.specs import KernelProvider
+from pagoda.plugins.specs import CORE_OPS, KernelProvider
 
 REFERENCE_PROVIDER = "reference"
 
@@ -29,26 +29,7 @@ class OpSpec:
     reference: Callable[..., Any]
 
 
-OPS: dict[str, OpSpec] = {
-    fn.__name__: OpSpec(fn.__name__, fn)
-    for fn in (
-        reference.rms_norm,
-        reference.fused_add_rms_norm,
-        reference.rotary_embedding,
-        reference.silu_and_mul,
-        reference.gelu_and_mul,
-        reference.reshape_and_cache,
-        reference.paged_attention,
-    )
-}
-
-
-def reference_providers() -> list[KernelProvider]:
-    """The references, registered by core at the lowest priority for every platform."""
-    return [
-        KernelProvider(op=name, name=REFERENCE_PROVIDER, impl=spec.reference, priority=-1000)
-        for name, spec in OPS.items()
-    ]
+OPS: dict[str, OpSpec] = {name: OpSpec(name, getattr(reference, name)) for name in CORE_OPS}
 
 
 class OpResolutionError(RuntimeError):

@@ -16,6 +16,7 @@ from pagoda.plugins.manager import (
 )
 from pagoda.plugins.specs import (
     ANY_PLATFORM,
+    CORE_OPS,
     AttentionBackendSpec,
     CliCommandSpec,
     ExecutorSpec,
@@ -28,6 +29,7 @@ from pagoda.plugins.specs import (
 
 __all__ = [
     "ANY_PLATFORM",
+    "CORE_OPS",
     "ENTRY_POINT_GROUP",
     "OLDEST_PLUGIN_API_VERSION",
     "PLUGIN_API_VERSION",

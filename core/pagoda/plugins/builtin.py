@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pagoda.plugins.hookspecs import PLUGIN_API_VERSION, hookimpl
 from pagoda.plugins.specs import (
+    CORE_OPS,
     AttentionBackendSpec,
     CliCommandSpec,
     ExecutorSpec,
@@ -51,9 +52,9 @@ def pagoda_executors() -> list[ExecutorSpec]:
 
 @hookimpl
 def pagoda_kernel_providers() -> list[KernelProvider]:
-    from pagoda.ops.registry import reference_providers
-
-    return reference_providers()
+    # Named lazily: discovery (and so every `pagoda` command) must not import torch.
+    return [KernelProvider(op, "reference", f"pagoda.ops.reference:{op}", priority=-1000)
+            for op in CORE_OPS]
 
 
 @hookimpl

@@ -8,6 +8,17 @@ from pagoda.plugins.lazy import Target
 
 ANY_PLATFORM = "*"
 
+CORE_OPS = (
+    "rms_norm",
+    "fused_add_rms_norm",
+    "rotary_embedding",
+    "silu_and_mul",
+    "gelu_and_mul",
+    "reshape_and_cache",
+    "paged_attention",
+)
+"""The ops core declares (their meaning: `pagoda.ops.reference`); KernelProvider.op is one."""
+
 
 @dataclass(frozen=True)
 class PluginInfo:

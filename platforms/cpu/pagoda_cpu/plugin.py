@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pagoda.plugins import (
+    CORE_OPS,
     AttentionBackendSpec,
     KernelProvider,
     PlatformProbe,
@@ -55,8 +56,7 @@ def pagoda_quant_methods() -> list[QuantMethodSpec]:
 
 @hookimpl
 def pagoda_kernel_providers() -> list[KernelProvider]:
-    ops = ("rms_norm", "fused_add_rms_norm", "rotary_embedding", "silu_and_mul",
-           "gelu_and_mul", "reshape_and_cache", "paged_attention")
     return [
-        KernelProvider(op, "cpu_native", f"{_OPS}:{op}", (PLATFORM,), priority=10) for op in ops
+        KernelProvider(op, "cpu_native", f"{_OPS}:{op}", (PLATFORM,), priority=10)
+        for op in CORE_OPS
     ]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pagoda.plugins import (
+    CORE_OPS,
     AttentionBackendSpec,
     KernelProvider,
     PlatformProbe,
@@ -46,10 +47,8 @@ def pagoda_attention_backends() -> list[AttentionBackendSpec]:
 
 @hookimpl
 def pagoda_kernel_providers() -> list[KernelProvider]:
-    ops = ("rms_norm", "fused_add_rms_norm", "rotary_embedding", "silu_and_mul",
-           "gelu_and_mul", "reshape_and_cache", "paged_attention")
     return [
         KernelProvider(op, "template", f"{_OPS}:{op}", (PLATFORM,), priority=5,
                        is_available=f"{_OPS}:is_available")
-        for op in ops
+        for op in CORE_OPS
     ]

@@ -18,12 +18,7 @@ from pydantic import ValidationError
 from tqdm.auto import tqdm
 
 from pagoda.cli.engine_args import add_engine_arguments
-from pagoda.engine.async_llm import AsyncLLM
-from pagoda_server.app import build_app
-from pagoda_server.cli.engine_setup import engine_config
-from pagoda_server.errors import validation_error
 from pagoda_server.protocol.batch import BatchLine
-from pagoda_server.state import ServerConfig
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -53,6 +48,8 @@ async def _execute(client: httpx.AsyncClient, number: int, text: str) -> dict[st
     try:
         line = BatchLine.model_validate(raw)
     except ValidationError as exc:
+        from pagoda_server.errors import validation_error  # imports the engine (torch)
+
         message = validation_error(list(exc.errors())).message
         return _result(custom_id, error={"code": "invalid_request",
                                          "message": f"line {number}: {message}"})
@@ -66,6 +63,12 @@ async def _execute(client: httpx.AsyncClient, number: int, text: str) -> dict[st
 
 
 async def _run(args: argparse.Namespace, lines: list[tuple[int, str]]) -> list[dict[str, Any]]:
+    # The engine and the app load torch: only when running, not for --help.
+    from pagoda.engine.async_llm import AsyncLLM
+    from pagoda_server.app import build_app
+    from pagoda_server.cli.engine_setup import engine_config
+    from pagoda_server.state import ServerConfig
+
     names = args.served_model_name
     engine = AsyncLLM(engine_config(args, names[0] if names else None))
     try:

@@ -7,16 +7,15 @@ import asyncio
 import contextlib
 import logging
 import os
-
-import uvicorn
+from typing import TYPE_CHECKING
 
 from pagoda.cli.engine_args import add_engine_arguments
-from pagoda.engine.async_llm import AsyncLLM
 from pagoda.plugins import get_registries
 from pagoda_server import __version__
-from pagoda_server.app import build_app
-from pagoda_server.cli.engine_setup import engine_config
-from pagoda_server.state import ServerConfig
+
+if TYPE_CHECKING:  # the engine and the app load torch: only when serving, not for --help
+    from pagoda.engine.async_llm import AsyncLLM
+    from pagoda_server.state import ServerConfig
 
 API_KEY_ENV = "PAGODA_API_KEY"
 LOG_LEVELS = ("critical", "error", "warning", "info", "debug")
@@ -70,6 +69,13 @@ def _url(host: str, port: int) -> str:
 
 
 async def _serve(args: argparse.Namespace) -> None:
+    import uvicorn
+
+    from pagoda.engine.async_llm import AsyncLLM
+    from pagoda_server.app import build_app
+    from pagoda_server.cli.engine_setup import engine_config
+    from pagoda_server.state import ServerConfig
+
     names = args.served_model_name
     engine = AsyncLLM(engine_config(args, names[0] if names else None))
     try:
