@@ -5,13 +5,14 @@ from __future__ import annotations
 from pagoda.plugins import CliCommandSpec, PluginInfo, hookimpl
 from pagoda_server import __version__
 
-TARGET_PLUGIN_API = 1
+TARGET_PLUGIN_API = 2
 _CLI = "pagoda_server.cli"
 
 
 @hookimpl
 def pagoda_plugin_info() -> PluginInfo:
-    return PluginInfo("server", __version__, TARGET_PLUGIN_API, "HTTP front end")
+    return PluginInfo("server", __version__, TARGET_PLUGIN_API, "HTTP front end",
+                      package="pagoda-server", verified_on="any host (not hardware-specific)")
 
 
 @hookimpl

@@ -8,27 +8,33 @@ import pytest
 from pagoda.platforms import Platform, resolve_platform
 from pagoda.platforms.selection import DeviceError, choose_device
 from pagoda.plugins import PlatformProbe, get_registries, hookimpl
+from pagoda.plugins.first_party import package_for
 
 pytestmark = pytest.mark.usefixtures("fresh_registries")
 
 
 @pytest.mark.parametrize(
     ("device", "package"),
-    [("xpu", "pagoda-xpu"), ("rocm", "pagoda-rocm"), ("hpu", "pagoda-gaudi"),
-     ("acme", "pagoda-acme")],
+    [("cpu", "pagoda-cpu"), ("cuda", "pagoda-cuda"), ("rocm", "pagoda-rocm"),
+     ("xpu", "pagoda-xpu"), ("tpu", "pagoda-tpu"), ("gaudi", "pagoda-gaudi"),
+     ("hpu", "pagoda-gaudi"), ("acme", "pagoda-acme")],
 )
-def test_missing_device_names_the_package(device: str, package: str) -> None:
+def test_package_for_device(device: str, package: str) -> None:
+    assert package_for(device) == package
+
+
+def test_missing_device_names_the_package() -> None:
     with pytest.raises(DeviceError) as err:
-        resolve_platform(device)
+        resolve_platform("acme")
     msg = str(err.value)
-    assert f"Device {device!r} is not provided by any installed plugin" in msg
-    assert f"pip install {package}" in msg
+    assert "Device 'acme' is not provided by any installed plugin" in msg
+    assert "pip install pagoda-acme" in msg
     assert "cpu" in msg and "template" in msg  # the installed devices are listed
 
 
 def test_env_variable_selects_device(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("PAGODA_DEVICE", "rocm")
-    with pytest.raises(DeviceError, match="pip install pagoda-rocm"):
+    monkeypatch.setenv("PAGODA_DEVICE", "acme")
+    with pytest.raises(DeviceError, match="pip install pagoda-acme"):
         resolve_platform()
     monkeypatch.setenv("PAGODA_DEVICE", "template")
     assert resolve_platform().name == "template"

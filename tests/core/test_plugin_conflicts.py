@@ -14,7 +14,8 @@ FORK = """
 
     @hookimpl
     def pagoda_plugin_info():
-        return PluginInfo("cpu", "1.0", PLUGIN_API_VERSION)
+        return PluginInfo("cpu", "1.0", PLUGIN_API_VERSION, package="pagoda-cpu-fork",
+                          verified_on="nothing")
 
     @hookimpl
     def pagoda_platform_probe():

@@ -9,7 +9,9 @@ import pytest
 from cli_harness import by_name, run_pagoda
 
 from pagoda.ops import OPS
-from pagoda.plugins import PLUGIN_API_VERSION
+from pagoda.plugins import OLDEST_PLUGIN_API_VERSION, PLUGIN_API_VERSION
+from pagoda_cpu.plugin import CPU_OPS
+from pagoda_template.plugin import OPS as TEMPLATE_OPS
 
 INSTALLED = {  # entry point -> distribution
     "cpu": "pagoda-cpu",
@@ -22,7 +24,7 @@ INSTALLED = {  # entry point -> distribution
 def report() -> dict[str, dict[str, Any]]:
     result = run_pagoda("plugins", "--json")
     assert result.returncode == 0, result.stderr
-    return by_name(result.json())
+    return by_name(result.json()["plugins"])
 
 
 @pytest.mark.parametrize("name", ["core", *INSTALLED])
@@ -32,8 +34,16 @@ def test_installed_plugin_loads_with_versions(report: dict[str, dict[str, Any]],
     assert rec["status"] == "loaded", rec["error"]
     assert rec["distribution"] == dist
     assert rec["version"] == metadata.version(dist)
-    assert rec["api_version"] == PLUGIN_API_VERSION
+    assert OLDEST_PLUGIN_API_VERSION <= rec["api_version"] <= PLUGIN_API_VERSION
+    assert (rec["deprecation"] is None) == (rec["api_version"] == PLUGIN_API_VERSION)
+    if rec["api_version"] >= 2:
+        assert rec["verified_on"], "plugin API 2 requires verified_on"
     assert rec["error"] is None and rec["traceback"] is None
+
+
+def test_core_is_on_the_current_api(report: dict[str, dict[str, Any]]) -> None:
+    assert report["core"]["api_version"] == PLUGIN_API_VERSION
+    assert report["core"]["verified_on"].startswith("no hardware of its own")
 
 
 def test_core_registers_references_and_commands(report: dict[str, dict[str, Any]]) -> None:
@@ -45,34 +55,40 @@ def test_core_registers_references_and_commands(report: dict[str, dict[str, Any]
 
 
 @pytest.mark.parametrize(
-    ("name", "score", "backend", "provider"),
-    [("cpu", 10, "cpu_sdpa", "cpu_native"), ("template", 1, "template", "template")],
+    ("name", "score", "backend", "provider", "ops"),
+    [("cpu", 10, "cpu_sdpa", "cpu_native", CPU_OPS),
+     ("template", 1, "template", "template", TEMPLATE_OPS)],
 )
 def test_platform_plugin_registers_device_backend_kernels(
-    report: dict[str, dict[str, Any]], name: str, score: int, backend: str, provider: str
+    report: dict[str, dict[str, Any]], name: str, score: int, backend: str, provider: str,
+    ops: tuple[str, ...],
 ) -> None:
     rec = report[name]
     [device] = rec["devices"]
     assert (device["name"], device["usable"], device["score"]) == (name, True, score)
     assert device["devices"] and device["reason"] is None
     assert rec["attention_backends"] == [backend]
-    assert rec["kernel_providers"] == {op: [provider] for op in OPS}
+    assert rec["kernel_providers"] == {op: [provider] for op in ops}
+    assert set(ops) <= set(OPS)
 
 
-def test_text_listing_names_each_plugin_and_version() -> None:
+def test_text_listing_names_each_plugin_and_version(
+    report: dict[str, dict[str, Any]]
+) -> None:
     result = run_pagoda("plugins")
     assert result.returncode == 0, result.stderr
     for name, dist in INSTALLED.items():
-        version = metadata.version(dist)
-        assert f"{name}  ({dist} {version}, plugin API {PLUGIN_API_VERSION})  [loaded]" in (
-            result.stdout)
+        version, api = metadata.version(dist), report[name]["api_version"]
+        verified = report[name]["verified_on"] or "unknown"
+        assert (f"{name}  ({dist} {version}, plugin API {api})  [loaded]\n"
+                f"  verified on: {verified}\n") in result.stdout
     assert "device cpu: usable, score 10" in result.stdout
 
 
 def test_allow_list_shows_others_as_disabled() -> None:
     result = run_pagoda("plugins", "--json", PAGODA_PLUGINS="template")
     assert result.returncode == 0, result.stderr
-    listing = by_name(result.json())
+    listing = by_name(result.json()["plugins"])
     assert listing["cpu"]["status"] == "disabled"
     assert listing["cpu"]["error"] == "not in PAGODA_PLUGINS=template"
     assert listing["cpu"]["devices"] == [] and listing["cpu"]["kernel_providers"] == {}

@@ -19,7 +19,8 @@ ENTRY = """
 
     @hookimpl
     def pagoda_plugin_info():
-        return PluginInfo("acme", "0.3.0", PLUGIN_API_VERSION, "ACME accelerators")
+        return PluginInfo("acme", "0.3.0", PLUGIN_API_VERSION, "ACME accelerators",
+                          package="pagoda-fake-acme", verified_on="no ACME hardware yet")
 
     @hookimpl
     def pagoda_platform_probe():

@@ -5,28 +5,14 @@ from __future__ import annotations
 import os
 
 from pagoda.platforms.platform import Platform
+from pagoda.plugins.first_party import package_for
 from pagoda.plugins.manager import ALLOW_LIST_ENV, PluginRegistries, get_registries
 
 DEVICE_ENV = "PAGODA_DEVICE"
 
-# Devices with a first-party package; any other name `x` is looked for as `pagoda-x`.
-KNOWN_PACKAGES = {
-    "cpu": "pagoda-cpu",
-    "cuda": "pagoda-cuda",
-    "rocm": "pagoda-rocm",
-    "xpu": "pagoda-xpu",
-    "tpu": "pagoda-tpu",
-    "gaudi": "pagoda-gaudi",
-    "hpu": "pagoda-gaudi",
-}
-
 
 class DeviceError(RuntimeError):
     """The requested device cannot be used; the message says what to do."""
-
-
-def package_for(device: str) -> str:
-    return KNOWN_PACKAGES.get(device, f"pagoda-{device}")
 
 
 def choose_device(requested: str | None, regs: PluginRegistries) -> str:

@@ -1,5 +1,6 @@
 """The plugin contract: hooks, specs and discovery. See `hookspecs` for the hooks."""
 
+from pagoda.plugins.api_version import PluginAPIDeprecationWarning
 from pagoda.plugins.hookspecs import (
     ENTRY_POINT_GROUP,
     OLDEST_PLUGIN_API_VERSION,
@@ -39,6 +40,7 @@ __all__ = [
     "KernelProvider",
     "ModelArchSpec",
     "PlatformProbe",
+    "PluginAPIDeprecationWarning",
     "PluginInfo",
     "PluginRecord",
     "PluginRegistries",

@@ -28,7 +28,9 @@ MODEL_ARCHITECTURES = {
 
 @hookimpl
 def pagoda_plugin_info() -> PluginInfo:
-    return PluginInfo("core", __version__, PLUGIN_API_VERSION, "Pagoda core")
+    return PluginInfo("core", __version__, PLUGIN_API_VERSION, "Pagoda core", package="pagoda",
+                      verified_on="no hardware of its own; its reference kernels run in CI "
+                                  "on x86-64 CPUs")
 
 
 @hookimpl

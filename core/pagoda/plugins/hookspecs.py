@@ -1,8 +1,11 @@
 """The hooks a Pagoda plugin may implement (entry-point group `pagoda.plugins`).
 
-Bump PLUGIN_API_VERSION when a hook changes incompatibly. Adding a hook, or an argument to
-a hook, is compatible: pluggy passes arguments by keyword and an implementation may take
-any subset of them. Hooks run once at setup; their results become plain registries.
+Bump PLUGIN_API_VERSION when the contract changes: a hook or spec changes incompatibly, or
+plugins take on a new obligation that core checks. Adding a hook, an argument to a hook or
+an optional spec field is not a bump: pluggy passes arguments by keyword and an
+implementation may take any subset of them. Core accepts the current and the previous
+version (see `pagoda.plugins.api_version` and docs/plugins.md). Hooks run once at setup;
+their results become plain registries.
 """
 
 from __future__ import annotations
@@ -27,11 +30,11 @@ if TYPE_CHECKING:
 PROJECT_NAME = "pagoda"
 ENTRY_POINT_GROUP = "pagoda.plugins"
 
-PLUGIN_API_VERSION = 1
-"""The plugin API this core implements."""
+PLUGIN_API_VERSION = 2
+"""The plugin API this core implements. 2: `PluginInfo.package` and `verified_on`."""
 
-OLDEST_PLUGIN_API_VERSION = 1
-"""The oldest plugin API this core still accepts."""
+OLDEST_PLUGIN_API_VERSION = PLUGIN_API_VERSION - 1
+"""The oldest plugin API this core still accepts (deprecated): always the previous one."""
 
 hookspec = pluggy.HookspecMarker(PROJECT_NAME)
 hookimpl = pluggy.HookimplMarker(PROJECT_NAME)

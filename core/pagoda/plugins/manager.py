@@ -1,9 +1,11 @@
-"""Plugin discovery: load every `pagoda.plugins` entry point through pluggy, check its
-API version, and turn its hook results into plain registries.
+"""Plugin discovery: load every `pagoda.plugins` entry point through pluggy, hold its
+PluginInfo to the API policy (`api_version`), and turn its hook results into plain
+registries.
 
-A plugin that fails to import, targets another API version or raises in a hook is
-recorded with its traceback (shown by `pagoda plugins`, warned about at start-up); it
-never silently disappears and never takes the other plugins down with it.
+A plugin that fails to import, targets an API version outside the window or raises in a
+hook is recorded with its traceback (shown by `pagoda plugins`, warned about at start-up);
+it never silently disappears and never takes the other plugins down with it. One on the
+deprecated previous API loads, with a `PluginAPIDeprecationWarning`.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import logging
 import os
 import traceback
+import warnings
 from dataclasses import dataclass, field
 from importlib import metadata
 from types import ModuleType
@@ -19,12 +22,13 @@ from typing import Any
 import pluggy
 
 from pagoda.plugins import hookspecs
-from pagoda.plugins.hookspecs import (
-    ENTRY_POINT_GROUP,
-    OLDEST_PLUGIN_API_VERSION,
-    PLUGIN_API_VERSION,
-    PROJECT_NAME,
+from pagoda.plugins.api_version import (
+    PluginAPIDeprecationWarning,
+    api_incompatibility,
+    broken_promises,
+    deprecation_notice,
 )
+from pagoda.plugins.hookspecs import ENTRY_POINT_GROUP, PROJECT_NAME
 from pagoda.plugins.registry import Registry
 from pagoda.plugins.specs import (
     AttentionBackendSpec,
@@ -55,6 +59,8 @@ class PluginRecord:
     api_version: int | None = None
     error: str | None = None
     traceback: str | None = None
+    verified_on: str | None = None  # PluginInfo.verified_on (plugin API 2); None: unknown
+    deprecation: str | None = None  # set when it targets a deprecated plugin API
 
     @property
     def ok(self) -> bool:
@@ -137,23 +143,34 @@ def _distribution_of(ep: metadata.EntryPoint) -> tuple[str, str]:
     return (dist.metadata["Name"] or "?", dist.version or "?")
 
 
-def api_incompatibility(info: PluginInfo, distribution: str) -> str | None:
-    """Why a plugin's API version is not accepted, or None when it is."""
-    if OLDEST_PLUGIN_API_VERSION <= info.api_version <= PLUGIN_API_VERSION:
-        return None
-    accepted = (
-        f"{PLUGIN_API_VERSION}"
-        if OLDEST_PLUGIN_API_VERSION == PLUGIN_API_VERSION
-        else f"{OLDEST_PLUGIN_API_VERSION}..{PLUGIN_API_VERSION}"
-    )
-    if info.api_version > PLUGIN_API_VERSION:
-        fix = f"upgrade pagoda (pip install -U pagoda) to one that supports API {info.api_version}"
-    else:
-        fix = f"upgrade the plugin (pip install -U {distribution}) to one built for API {accepted}"
-    return (
-        f"plugin {info.name!r} ({distribution} {info.version}) targets pagoda plugin API "
-        f"{info.api_version}, but pagoda {__version__} accepts API {accepted}; {fix}"
-    )
+def _describe(record: PluginRecord, info: PluginInfo) -> None:
+    """Fill in what the plugin says about itself where the installer did not."""
+    record.api_version = info.api_version
+    record.verified_on = info.verified_on
+    if record.version == "?":
+        record.version = info.version
+    if record.distribution == "?" and info.package:
+        record.distribution = info.package
+
+
+def _admit(record: PluginRecord, info: object) -> bool:
+    """Hold a plugin's PluginInfo to the API policy; on False, `record` says why not."""
+    if not isinstance(info, PluginInfo):
+        record.status = "error"
+        record.error = (f"plugin {record.name!r} does not implement "
+                        "pagoda_plugin_info() -> PluginInfo")
+        return False
+    _describe(record, info)
+    refused = api_incompatibility(info, record.distribution)
+    if refused is not None:
+        record.status, record.error = "refused", refused
+        return False
+    broken = broken_promises(info, record.distribution)
+    if broken is not None:
+        record.status, record.error = "error", broken
+        return False
+    record.deprecation = deprecation_notice(info, record.distribution)
+    return True
 
 
 def _register(regs: PluginRegistries, module: ModuleType, name: str, record: PluginRecord) -> None:
@@ -166,18 +183,7 @@ def _register(regs: PluginRegistries, module: ModuleType, name: str, record: Plu
     pm.register(module, name=name)
     hook = "pagoda_plugin_info"
     try:
-        info = _call_for(pm, module, hook)
-        if not isinstance(info, PluginInfo):
-            record.status = "error"
-            record.error = f"plugin {name!r} does not implement pagoda_plugin_info() -> PluginInfo"
-            return
-        record.api_version = info.api_version
-        if record.version == "?":
-            record.version = info.version
-        reason = api_incompatibility(info, record.distribution)
-        if reason is not None:
-            record.status = "refused"
-            record.error = reason
+        if not _admit(record, _call_for(pm, module, hook)):
             return
         collected: list[tuple[str, Any]] = []
         for hook, attr in _COLLECTION_HOOKS.items():
@@ -194,6 +200,8 @@ def _register(regs: PluginRegistries, module: ModuleType, name: str, record: Plu
             pm.unregister(module)
     for attr, spec in collected:
         getattr(regs, attr).add(spec, name)
+    if record.deprecation:
+        warnings.warn(record.deprecation, PluginAPIDeprecationWarning, stacklevel=3)
 
 
 def discover_plugins() -> PluginRegistries:

@@ -16,18 +16,27 @@ CORE_OPS = (
     "gelu_and_mul",
     "reshape_and_cache",
     "paged_attention",
+    "sample_from_logits",
 )
 """The ops core declares (their meaning: `pagoda.ops.reference`); KernelProvider.op is one."""
 
 
 @dataclass(frozen=True)
 class PluginInfo:
-    """Who a plugin is and which plugin API it was built against."""
+    """Who a plugin is and which plugin API it was built against.
+
+    Plugin API 2 added `package` (the distribution that installs the plugin, e.g.
+    "pagoda-cpu") and `verified_on` (a short, honest statement of the hardware the plugin
+    has actually run on, e.g. "x86-64 CPUs (CI)"). A plugin declaring API 2 or later must
+    fill both; an API 1 plugin leaves them None and is listed as "unknown".
+    """
 
     name: str
     version: str
     api_version: int
     description: str = ""
+    package: str | None = field(default=None, kw_only=True)
+    verified_on: str | None = field(default=None, kw_only=True)
 
 
 @dataclass(frozen=True)

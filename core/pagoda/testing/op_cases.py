@@ -210,6 +210,32 @@ def paged_attention_cases(dtype: torch.dtype, gen: torch.Generator) -> Iterator[
         yield OpCase("paged_attention", shape.label, args, shape.static_args(dtype))
 
 
+SAMPLE_SHAPES = ((1, 1), (4, 7), (6, 1000), (3, 2051), (4, 4096))
+"""(rows, vocabulary): one token, odd sizes, several tiles of 1024 tokens per row."""
+
+
+def sample_from_logits_cases(dtype: torch.dtype, gen: torch.Generator) -> Iterator[OpCase]:
+    """Greedy and random rows (temperatures 1e-3 to 10), seeds over all of int64, offsets
+    past 2**32, masked tokens, a fully masked row, and a tie for a greedy row's top. The
+    drawn token ids must equal the reference's exactly."""
+    for rows, vocab in SAMPLE_SHAPES:
+        logits = torch.randn(rows, vocab, generator=gen) * 3
+        logits[torch.rand(rows, vocab, generator=gen) < 0.2] = -math.inf
+        logits[0, vocab // 3] = logits[0, vocab // 2] = logits[0].max() + 1
+        temperature = 10.0 ** (torch.rand(rows, generator=gen) * 4 - 3)
+        temperature[::2] = 0.0
+        if rows > 2:
+            logits[2] = -math.inf
+        args = {
+            "logits": logits.to(dtype),
+            "temperature": temperature,
+            "seeds": torch.randint(-(2**63), 2**63 - 1, (rows,), generator=gen),
+            "offsets": torch.randint(0, 2**40, (rows,), generator=gen),
+        }
+        yield OpCase("sample_from_logits", f"B={rows} V={vocab}", args,
+                     {"dtype": dtype, "vocab_size": vocab})
+
+
 CASE_GENERATORS: dict[str, Callable[[torch.dtype, torch.Generator], Iterator[OpCase]]] = {
     "rms_norm": rms_norm_cases,
     "fused_add_rms_norm": fused_add_rms_norm_cases,
@@ -218,6 +244,7 @@ CASE_GENERATORS: dict[str, Callable[[torch.dtype, torch.Generator], Iterator[OpC
     "gelu_and_mul": gelu_and_mul_cases,
     "reshape_and_cache": reshape_and_cache_cases,
     "paged_attention": paged_attention_cases,
+    "sample_from_logits": sample_from_logits_cases,
 }
 
 

@@ -101,7 +101,14 @@ def check_kernel_provider(
     device: torch.device | str = "cpu",
     seed: int = 0,
 ) -> ConformanceReport:
-    """Check a registered provider; cases it declines (is_available / supports) are skipped."""
+    """Check a registered provider; cases it declines (is_available / supports) are skipped.
+    A provider of an op core does not declare fails."""
+    subject = f"{provider.op} by {plugin}/{provider.name} in {dtype_name(dtype)} (seed {seed})"
+    if provider.op not in OPS:
+        report = ConformanceReport(subject)
+        report.failures.append(f"registration: {provider.op!r} is not a core op (known: "
+                               f"{', '.join(OPS)}); nothing would ever call this provider")
+        return report
     return check_op(
         provider.op,
         load_target(provider.impl),
@@ -109,5 +116,5 @@ def check_kernel_provider(
         device=device,
         seed=seed,
         unusable=lambda **static: unusable_reason(provider, **static),
-        subject=f"{provider.op} by {plugin}/{provider.name} in {dtype_name(dtype)} (seed {seed})",
+        subject=subject,
     )

@@ -42,11 +42,15 @@ class BackendEntry:
 
 
 def kernel_providers(platform: str, regs: PluginRegistries | None = None) -> list[ProviderEntry]:
-    """Every (plugin, provider) of every op that runs on `platform`, core's references
-    included, in op order then priority order."""
+    """Every (plugin, provider) registered to run on `platform`, core's references included,
+    in op order then priority order. Providers of an op core does not declare come last
+    (the check of such a provider fails: nothing would ever call it)."""
     regs = regs or get_registries()
-    return [ProviderEntry(op, e.plugin, e.spec)
-            for op in OPS for e in providers_for(op, platform, regs)]
+    known = [ProviderEntry(op, e.plugin, e.spec)
+             for op in OPS for e in providers_for(op, platform, regs)]
+    unknown = [ProviderEntry(e.spec.op, e.plugin, e.spec)
+               for e in regs.kernels.for_platform(platform) if e.spec.op not in OPS]
+    return known + unknown
 
 
 def attention_backends(platform: str, regs: PluginRegistries | None = None) -> list[BackendEntry]:

@@ -20,6 +20,8 @@ Tests of your own can ask for these fixtures:
 - ``pagoda_platform``: its `Platform`, built by the plugin's factory;
 - ``pagoda_device``: the platform's torch device;
 - ``pagoda_seed``: the seed for random inputs;
+- ``pagoda_tiny_model``: the directory of a tiny random Llama checkpoint (config.json,
+  safetensors, tokenizer) drawn from the seed, made once per session;
 - ``pagoda_kernel_provider``: parametrized over every provider of every op that runs on
   the platform (a `ProviderEntry`; core's references included);
 - ``pagoda_attention_backend``: parametrized over every attention backend that runs on it
@@ -29,6 +31,8 @@ Tests of your own can ask for these fixtures:
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -36,6 +40,7 @@ from pagoda.platforms.platform import Platform
 from pagoda.platforms.selection import DeviceError, choose_device, resolve_platform
 from pagoda.plugins.manager import get_registries
 from pagoda.testing.providers import attention_backends, kernel_providers
+from pagoda.testing.tiny_model import write_tiny_llama
 from pagoda.testing.tolerances import DTYPES, dtype_name
 
 
@@ -97,3 +102,8 @@ def pagoda_device(pagoda_platform: Platform) -> torch.device:
 @pytest.fixture(scope="session")
 def pagoda_seed(pytestconfig: pytest.Config) -> int:
     return int(pytestconfig.getoption("pagoda_seed", default=0))
+
+
+@pytest.fixture(scope="session")
+def pagoda_tiny_model(tmp_path_factory: pytest.TempPathFactory, pagoda_seed: int) -> Path:
+    return write_tiny_llama(tmp_path_factory.mktemp("pagoda_tiny_model"), seed=pagoda_seed)

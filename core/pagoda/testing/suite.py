@@ -4,28 +4,38 @@ Import it into a test module of a package that uses `pagoda.testing.pytest_plugi
 
     from pagoda.testing.suite import *  # noqa: F401,F403
 
-Every kernel provider and attention backend that runs on the platform is compared with
-core's references in each dtype the platform supports; the platform's own description is
-checked for consistency.
+Every kernel provider and attention backend registered to run on the platform is compared
+with core's references in each dtype the platform supports (core's own references too,
+unless the platform's device is the host, where they would meet themselves); a tiny model generates the same
+greedy tokens on the platform as on the CPU; the platform's own description is checked for
+consistency, and every installed plugin must have loaded (a broken one may have taken the
+platform's registrations with it).
 """
 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 import torch
 
-from pagoda.ops.registry import OpTable
+from pagoda.attention.reference import ReferenceAttentionBackend
+from pagoda.ops.registry import OPS, OpTable
 from pagoda.platforms.platform import Platform
+from pagoda.platforms.selection import DeviceError, choose_device
+from pagoda.plugins.lazy import load_target
 from pagoda.plugins.manager import get_registries
 from pagoda.testing.attention_conformance import check_attention_backend
+from pagoda.testing.greedy_parity import REFERENCE_DEVICE, check_greedy_parity, parity_dtype
 from pagoda.testing.op_conformance import check_kernel_provider
 from pagoda.testing.providers import BackendEntry, ProviderEntry
 from pagoda.testing.report import ConformanceReport
 
 __all__ = [
     "test_attention_backend_matches_reference",
+    "test_every_plugin_loaded",
+    "test_greedy_generation_matches_cpu",
     "test_kernel_provider_matches_reference",
     "test_ops_resolve",
     "test_platform_describes_itself",
@@ -45,12 +55,22 @@ def _settle(report: ConformanceReport) -> None:
         pytest.skip(f"{report.subject}: every case declined: {report.skipped}")
 
 
+def _skip_reference_on_host(subject: object, reference: object, device: torch.device) -> None:
+    """The checks compare with core's reference run on the host: the reference itself on
+    the host would only be compared with itself."""
+    if subject is reference and device.type == "cpu":
+        pytest.skip("core's reference on the host is what every check compares with")
+
+
 def test_kernel_provider_matches_reference(
     pagoda_kernel_provider: ProviderEntry, pagoda_dtype: torch.dtype, pagoda_platform: Platform,
     pagoda_device: torch.device, pagoda_seed: int,
 ) -> None:
     _skip_unsupported(pagoda_platform, pagoda_dtype)
     entry = pagoda_kernel_provider
+    op = OPS.get(entry.op)
+    _skip_reference_on_host(load_target(entry.provider.impl), op and op.reference,
+                            pagoda_device)
     _settle(check_kernel_provider(entry.provider, pagoda_dtype, plugin=entry.plugin,
                                   device=pagoda_device, seed=pagoda_seed))
 
@@ -60,8 +80,10 @@ def test_attention_backend_matches_reference(
     pagoda_platform: Platform, pagoda_device: torch.device, pagoda_seed: int,
 ) -> None:
     _skip_unsupported(pagoda_platform, pagoda_dtype)
-    _settle(check_attention_backend(pagoda_attention_backend.load(), pagoda_dtype,
-                                    device=pagoda_device, seed=pagoda_seed))
+    backend = pagoda_attention_backend.load()
+    _skip_reference_on_host(backend, ReferenceAttentionBackend, pagoda_device)
+    _settle(check_attention_backend(backend, pagoda_dtype, device=pagoda_device,
+                                    seed=pagoda_seed))
 
 
 def test_ops_resolve(pagoda_platform: Platform, pagoda_dtype: torch.dtype) -> None:
@@ -93,3 +115,22 @@ def test_preferred_attention_backends_are_registered(pagoda_platform: Platform) 
     for name in pagoda_platform.preferred_attention_backends:
         assert name in backends, f"preferred backend {name!r} is not registered"
         assert backends.get(name).runs_on(pagoda_platform.name)
+
+
+def test_every_plugin_loaded() -> None:
+    """A plugin that did not load may have taken some of the platform's kernels with it."""
+    failed = [f"{r.name} ({r.distribution}) {r.status}: {r.error}"
+              for r in get_registries().failed()]
+    assert not failed, f"plugins that did not load: {'; '.join(failed)}"
+
+
+def test_greedy_generation_matches_cpu(
+    pagoda_platform: Platform, pagoda_tiny_model: Path, pagoda_seed: int
+) -> None:
+    try:
+        choose_device(REFERENCE_DEVICE, get_registries())
+    except DeviceError as exc:
+        pytest.fail(f"greedy parity compares with the {REFERENCE_DEVICE!r} platform: {exc}",
+                    pytrace=False)
+    _settle(check_greedy_parity(pagoda_tiny_model, pagoda_platform.name,
+                                parity_dtype(pagoda_platform), seed=pagoda_seed))

@@ -44,6 +44,14 @@ def mismatch(
         return f"{name}: shape {tuple(actual.shape)} != expected {tuple(expected.shape)}"
     if actual.dtype != expected.dtype:
         return f"{name}: dtype {dtype_name(actual.dtype)} != expected {dtype_name(expected.dtype)}"
+    if not expected.is_floating_point():  # ids, indices, flags: exactly or not at all
+        got, want = actual.detach().cpu(), expected.detach().cpu()
+        wrong = got != want
+        if not bool(wrong.any()):
+            return None
+        first = tuple(int(i) for i in wrong.nonzero()[0])
+        return (f"{name}: {int(wrong.sum())}/{wrong.numel()} elements differ; first at "
+                f"{list(first)}: got {got[first].item()}, expected {want[first].item()}")
     got, want = actual.detach().cpu().float(), expected.detach().cpu().float()
     close = torch.isclose(got, want, rtol=tol.rtol, atol=tol.atol, equal_nan=True)
     if bool(close.all()):

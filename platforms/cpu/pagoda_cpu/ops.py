@@ -21,7 +21,6 @@ def fused_add_rms_norm(
     return rms_norm(summed, weight, eps), summed
 
 
-rotary_embedding = reference.rotary_embedding
 
 
 def silu_and_mul(x: torch.Tensor) -> torch.Tensor:
@@ -30,7 +29,6 @@ def silu_and_mul(x: torch.Tensor) -> torch.Tensor:
     return F.silu(x[..., :d]) * x[..., d:]
 
 
-gelu_and_mul = reference.gelu_and_mul
 
 
 def reshape_and_cache(

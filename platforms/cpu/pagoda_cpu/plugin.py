@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from pagoda.plugins import (
-    CORE_OPS,
     AttentionBackendSpec,
     KernelProvider,
     PlatformProbe,
@@ -14,13 +13,18 @@ from pagoda.plugins import (
 from pagoda_cpu import __version__
 
 PLATFORM = "cpu"
-TARGET_PLUGIN_API = 1  # the pagoda plugin API this package was built against
+CPU_OPS = ("rms_norm", "fused_add_rms_norm", "silu_and_mul", "reshape_and_cache",
+           "paged_attention")
+"""The ops with a CPU-specific implementation; core's references serve the rest."""
+TARGET_PLUGIN_API = 2  # the pagoda plugin API this package was built against
 _OPS = "pagoda_cpu.ops"
 
 
 @hookimpl
 def pagoda_plugin_info() -> PluginInfo:
-    return PluginInfo("cpu", __version__, TARGET_PLUGIN_API, "CPUs through PyTorch")
+    return PluginInfo("cpu", __version__, TARGET_PLUGIN_API, "CPUs through PyTorch",
+                      package="pagoda-cpu",
+                      verified_on="x86-64 CPUs (AMD Zen 5, AVX-512): the whole test suite in CI")
 
 
 @hookimpl
@@ -58,5 +62,5 @@ def pagoda_quant_methods() -> list[QuantMethodSpec]:
 def pagoda_kernel_providers() -> list[KernelProvider]:
     return [
         KernelProvider(op, "cpu_native", f"{_OPS}:{op}", (PLATFORM,), priority=10)
-        for op in CORE_OPS
+        for op in CPU_OPS
     ]

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from pagoda.plugins import (
-    CORE_OPS,
     AttentionBackendSpec,
     KernelProvider,
     PlatformProbe,
@@ -13,8 +12,16 @@ from pagoda.plugins import (
 from pagoda_template import __version__
 
 PLATFORM = "template"
-TARGET_PLUGIN_API = 1  # the pagoda plugin API this package was built against
+# The pagoda plugin API this package was built against. The template deliberately stays on
+# the oldest API core accepts (1, no `package` / `verified_on` in its PluginInfo), so the
+# test suite proves that a plugin built for the previous API keeps working. A plugin of
+# your own targets the current API: see "Make it yours" in README.md.
+TARGET_PLUGIN_API = 1
 _OPS = "pagoda_template.ops"
+# The core ops this package implements, by name (not `CORE_OPS`): an op that core adds later
+# is then served by its reference here, instead of naming a kernel this package lacks.
+OPS = ("rms_norm", "fused_add_rms_norm", "rotary_embedding", "silu_and_mul", "gelu_and_mul",
+       "reshape_and_cache", "paged_attention")
 
 
 @hookimpl
@@ -50,5 +57,5 @@ def pagoda_kernel_providers() -> list[KernelProvider]:
     return [
         KernelProvider(op, "template", f"{_OPS}:{op}", (PLATFORM,), priority=5,
                        is_available=f"{_OPS}:is_available")
-        for op in CORE_OPS
+        for op in OPS
     ]

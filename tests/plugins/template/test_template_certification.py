@@ -3,13 +3,16 @@ would: a conftest opting in, the ready-made suite, `--pagoda-platform NAME`."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from pagoda.ops import OPS
 from pagoda.testing.pytest_plugin import platform_name
+from pagoda_template.plugin import OPS as TEMPLATE_OPS
 
 CONFTEST = 'pytest_plugins = ["pagoda.testing.pytest_plugin"]\n'
 SUITE = "from pagoda.testing.suite import *  # noqa: F401,F403\n"
@@ -30,13 +33,26 @@ def _pytest(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_suite_certifies_template(vendor_tests: Path) -> None:
-    result = _pytest(vendor_tests, "--pagoda-platform", "template", "--pagoda-seed", "7")
+    result = _pytest(vendor_tests, "-v", "--pagoda-platform", "template", "--pagoda-seed", "7")
     out = result.stdout
     assert result.returncode == 0, out + result.stderr
     assert "pagoda platform: template (seed 7)" in out
-    # (14 providers + 2 backends + op resolution) x 3 dtypes + 3 platform checks; float16
-    # is skipped: the template platform does not list it.
-    assert "37 passed, 17 skipped" in out
+    outcomes = dict(re.findall(r"^\S+?::(\S+) (PASSED|SKIPPED|FAILED|ERROR)\b", out, re.M))
+    # float16 is skipped: the template platform does not list it; core's references are
+    # skipped: on the host they would be compared with themselves.
+    dtypes = ("float32", "bfloat16")
+    assert {t for t, o in outcomes.items() if o == "PASSED"} == {
+        f"test_kernel_provider_matches_reference[{op}-template/template-{d}]"
+        for op in TEMPLATE_OPS for d in dtypes
+    } | {f"test_attention_backend_matches_reference[template/template-{d}]" for d in dtypes} | {
+        f"test_ops_resolve[{d}]" for d in dtypes
+    } | {"test_platform_describes_itself", "test_platform_memory_is_consistent",
+         "test_preferred_attention_backends_are_registered", "test_every_plugin_loaded",
+         "test_greedy_generation_matches_cpu"}
+    skipped = {t for t, o in outcomes.items() if o == "SKIPPED"}
+    assert skipped == {t for t in outcomes
+                       if re.search(r"\bfloat16\]", t) or "core/reference" in t}
+    assert len(skipped) == 3 * (len(OPS) + 1) + len(TEMPLATE_OPS) + 2
     assert "platform 'template' does not support torch.float16" in out
 
 

@@ -1,4 +1,5 @@
-"""Every kernel provider registered for `template` matches core's references in every dtype."""
+"""Every kernel provider registered for `template` matches core's references in every dtype;
+the template implements the ops it lists, core's references serve any others."""
 
 from __future__ import annotations
 
@@ -8,15 +9,17 @@ import torch
 from pagoda.ops import OPS
 from pagoda.testing import DTYPES, ProviderEntry, check_kernel_provider, dtype_name
 from pagoda.testing import kernel_providers as registered
+from pagoda_template.plugin import OPS as TEMPLATE_OPS
 
 PROVIDERS = registered("template")
 
 
 def test_registered_providers() -> None:
     found = {(e.op, e.plugin, e.provider.name) for e in PROVIDERS}
-    expected = {(op, plugin, name) for op in OPS
-                for plugin, name in (("template", "template"), ("core", "reference"))}
+    expected = ({(op, "template", "template") for op in TEMPLATE_OPS}
+                | {(op, "core", "reference") for op in OPS})
     assert found == expected
+    assert set(TEMPLATE_OPS) <= set(OPS)
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=dtype_name)

@@ -11,7 +11,7 @@ import torch
 from pagoda.attention import AttentionConfig
 from pagoda.attention.selector import select_attention_backend
 from pagoda.platforms import Platform, resolve_platform
-from pagoda.plugins import get_registries
+from pagoda.plugins import OLDEST_PLUGIN_API_VERSION, PLUGIN_API_VERSION, get_registries
 
 
 @pytest.fixture(scope="module")
@@ -46,3 +46,14 @@ def test_selects_template_backend(template: Platform, soft_cap: float | None) ->
     config = AttentionConfig(8, 2, 64, torch.bfloat16, torch.bfloat16, 16,
                              sliding_window=4096, logits_soft_cap=soft_cap)
     assert select_attention_backend(template, config).name == "template"
+
+
+def test_targets_the_oldest_accepted_plugin_api() -> None:
+    """Deliberately: the template proves that a plugin built for the previous API (no
+    `package` / `verified_on` in its PluginInfo) still loads and works."""
+    record = get_registries().record("template")
+    assert OLDEST_PLUGIN_API_VERSION == 1 < PLUGIN_API_VERSION
+    assert (record.status, record.api_version) == ("loaded", OLDEST_PLUGIN_API_VERSION)
+    assert record.verified_on is None
+    assert record.deprecation and "targets plugin API 1, deprecated since API 2" in (
+        record.deprecation)
