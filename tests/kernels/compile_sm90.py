@@ -22,11 +22,14 @@ from pagoda.kernels.triton.attention_kernels import _attention_kernel, _reduce_s
 from pagoda.kernels.triton.kv_cache import _reshape_and_cache_kernel
 from pagoda.kernels.triton.norm import _rms_norm_kernel
 from pagoda.kernels.triton.rotary import _rotary_kernel
+from pagoda.kernels.triton.sampling import _sample_kernel
 
 TARGET = GPUTarget("cuda", 90, 32)
 FLOATS = {"scale", "soft_cap", "eps"}
 INDEX_PTRS = {"block_tables_ptr": "*i32", "query_start_loc_ptr": "*i32",
-              "seq_lens_ptr": "*i32", "slot_mapping_ptr": "*i64", "positions_ptr": "*i64"}
+              "seq_lens_ptr": "*i32", "slot_mapping_ptr": "*i64", "positions_ptr": "*i64",
+              "tokens_ptr": "*i64", "seeds_ptr": "*i64", "offsets_ptr": "*i64",
+              "temperature_ptr": "*fp32"}
 
 
 def _signature(fn: Any, data: str, consts: dict[str, Any], wide: set[str]) -> dict[str, str]:
@@ -76,6 +79,8 @@ VARIANTS: list[tuple[str, Any, str, dict[str, Any], set[str]]] = [
     ("rms_norm", _rms_norm_kernel, "*bf16", dict(HAS_RESIDUAL=False, BLOCK=4096), set()),
     ("fused_add_rms_norm", _rms_norm_kernel, "*bf16", dict(HAS_RESIDUAL=True, BLOCK=8192), set()),
     ("silu_and_mul", _silu_and_mul_kernel, "*bf16", dict(BLOCK=1024), set()),
+    ("sample bf16", _sample_kernel, "*bf16", dict(LANES=256), set()),
+    ("sample fp32", _sample_kernel, "*fp32", dict(LANES=2), set()),
     ("rotary neox partial", _rotary_kernel, "*bf16",
      dict(NUM_HEADS=32, NUM_KV_HEADS=8, HEAD_SIZE=128, ROT_DIM=64, IS_NEOX=True, HEADS_PAD=32,
           KV_HEADS_PAD=8, HALF_PAD=32, HEAD_PAD=128), set()),

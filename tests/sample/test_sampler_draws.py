@@ -3,6 +3,7 @@ import math
 import pytest
 import torch
 
+from pagoda.ops import OpTable, reference, use_ops
 from pagoda.sample import Sampler, SamplingState
 from pagoda.sampling_params import SamplingParams
 
@@ -134,3 +135,23 @@ def test_masked_tokens_are_never_drawn(state):
     logits[:, 1] = 0.0
     tokens = Sampler(seed=0)(logits, [state() for _ in range(4000)]).sampled_token_ids
     assert (tokens == 1).all()
+
+
+def test_the_draw_is_the_op_of_the_table_current_at_construction(state):
+    calls = []
+
+    def spy(logits, temperature, seeds, offsets):
+        calls.append(temperature.tolist())
+        return reference.sample_from_logits(logits, temperature, seeds, offsets)
+
+    table = OpTable.reference()
+    table.sample_from_logits = spy
+    with use_ops(table):
+        sampler = Sampler(seed=0)
+    logits = torch.randn(2, 10, generator=torch.Generator().manual_seed(6))
+    tokens = sampler(logits, [state(temperature=0.5), state(temperature=0.0)]).sampled_token_ids
+    assert calls == [[0.5, 0.0]] and tokens[1] == logits[1].argmax()
+    sampler(logits, [state(temperature=0.0)] * 2)  # all greedy: a plain argmax
+    Sampler(seed=0)(logits, [state(temperature=0.5)] * 2)  # built outside: the reference
+    Sampler(seed=0, ops=table)(logits, [state(temperature=0.5, top_p=0.9)])  # scaled first
+    assert calls == [[0.5, 0.0], [1.0]]

@@ -131,3 +131,75 @@ def paged_attention(
         probs = scores.softmax(dim=-1)
         out[starts[b] : starts[b + 1]] = torch.einsum("hqs,shd->qhd", probs, v).to(query.dtype)
     return out
+
+
+
+_U32 = 0xFFFFFFFF
+_PHILOX_MUL = (0xD2511F53, 0xCD9E8D57)
+_PHILOX_KEY_STEP = (0x9E3779B9, 0xBB67AE85)
+
+
+def _high_word(x: torch.Tensor) -> torch.Tensor:
+    """Bits 32..63 of int64 x as a non-negative word. Shifts only an exact multiple of
+    2**32: some backends (torch-xla 2.9) round `>>` of negative numbers toward zero."""
+    return ((x - (x & _U32)) >> 32) & _U32
+
+
+def philox4x32(
+    counter: tuple[torch.Tensor, ...], key: tuple[torch.Tensor, torch.Tensor]
+) -> tuple[torch.Tensor, ...]:
+    """Philox4x32-10 (Salmon et al., 2011): 32-bit words held in int64 tensors that
+    broadcast together; four counter words and two key words in, four words out."""
+    c0, c1, c2, c3 = counter
+    k0, k1 = key
+    for _ in range(10):
+        p0 = c0 * _PHILOX_MUL[0]  # < 2**64: wraps in int64; the low 32 bits and the
+        p1 = c2 * _PHILOX_MUL[1]  # high word taken from them are still exact
+        c0, c1, c2, c3 = (
+            _high_word(p1) ^ c1 ^ k0,
+            p1 & _U32,
+            _high_word(p0) ^ c3 ^ k1,
+            p0 & _U32,
+        )
+        k0, k1 = (k0 + _PHILOX_KEY_STEP[0]) & _U32, (k1 + _PHILOX_KEY_STEP[1]) & _U32
+    return c0, c1, c2, c3
+
+
+def _halves(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Low and high 32-bit words of int64 x [B], as [B, 1] columns."""
+    x = x.long().unsqueeze(1)
+    return x & _U32, _high_word(x)
+
+
+def sampling_uniforms(
+    seeds: torch.Tensor, offsets: torch.Tensor, vocab_size: int
+) -> torch.Tensor:
+    """u [B, V] in (0, 1) for `sample_from_logits`. Token i of row b takes word i % 4 of
+    Philox4x32-10 with counter (i // 4, offsets[b] low, offsets[b] high, 0) and key
+    (seeds[b] low, seeds[b] high); the word's top 23 bits k give u = (k + 0.5) / 2**23,
+    exact in float32."""
+    groups = torch.arange((vocab_size + 3) // 4, device=seeds.device)
+    zero = torch.zeros_like(groups)
+    words = philox4x32((groups, *_halves(offsets), zero), _halves(seeds))
+    bits = torch.stack(torch.broadcast_tensors(*words), dim=-1).flatten(1)[:, :vocab_size]
+    return ((bits >> 9).float() + 0.5) * 2.0**-23
+
+
+def sample_from_logits(
+    logits: torch.Tensor, temperature: torch.Tensor, seeds: torch.Tensor, offsets: torch.Tensor
+) -> torch.Tensor:
+    """One token per row of processed logits [B, V] (any float dtype, no NaN; -inf masks
+    a token), as int64 [B].
+
+    temperature [B] float32: 0 makes row b greedy, the first index of its largest logit.
+    Otherwise the row draws from softmax(logits[b] / temperature[b]) by an exponential race
+    (the Gumbel-max trick): the first index of the largest
+    logits[b, i] / temperature[b] - log(-log(u[b, i])), with u from `sampling_uniforms`
+    of seeds and offsets (int64 [B]). A row's token depends only on its own logits,
+    temperature, seed and offset: it is the same alone or in any batch.
+    """
+    draw = (temperature != 0).unsqueeze(1)
+    x = logits.float()
+    scaled = x / torch.where(draw, temperature.unsqueeze(1), 1.0)
+    exponentials = -torch.log(sampling_uniforms(seeds, offsets, logits.shape[1]))
+    return torch.where(draw, scaled - torch.log(exponentials), x).argmax(dim=-1)

@@ -1,7 +1,8 @@
 """SamplingBatch: one step's per-request sampling parameters as device tensors.
 
-Built once per step from the requests' `SamplingState`s. Anything no request asked
-for is None, so the sampler skips it.
+Built once per step from the requests' `SamplingState`s, with one host-to-device copy per
+kind of parameter (not per request). Anything no request asked for is None, so the
+sampler skips it.
 """
 
 from __future__ import annotations
@@ -13,15 +14,21 @@ import torch
 from torch import Tensor
 
 from pagoda.sample.state import SamplingState
+from pagoda.sample.token_counts import TokenCounts
+
+_PENALTY_NEUTRAL = (1.0, 0.0, 0.0)
+"""(repetition, frequency, presence) penalties that change nothing."""
 
 
 def _tensor(data: Sequence, dtype: torch.dtype, device: torch.device) -> Tensor:
     return torch.tensor(data, dtype=dtype).to(device, non_blocking=True)
 
 
-def _padded(rows: list[list[int]], pad: int, device: torch.device) -> Tensor:
-    width = max(len(r) for r in rows)
-    return _tensor([r + [pad] * (width - len(r)) for r in rows], torch.int64, device)
+def _rows(rows: list[tuple], dtype: torch.dtype, device: torch.device) -> Tensor:
+    """rows as a [len(rows), width] tensor; when all are equal, one row copied and expanded."""
+    if rows.count(rows[0]) == len(rows):
+        return _tensor(rows[:1], dtype, device).expand(len(rows), -1)
+    return _tensor(rows, dtype, device)
 
 
 @dataclass(frozen=True)
@@ -53,33 +60,24 @@ class Penalties:
     presence: Tensor | None  # [P, 1]
 
     @classmethod
-    def build(cls, states: Sequence[SamplingState], vocab_size: int,
-              device: torch.device) -> Penalties | None:
-        rows = [i for i, s in enumerate(states) if s.params.has_penalties]
+    def build(cls, states: Sequence[SamplingState], rows: list[int],
+              counts: TokenCounts) -> Penalties | None:
+        """Penalties of states[i] for i in `rows`, from their slots in `counts`."""
         if not rows:
             return None
-        params = [states[i].params for i in rows]
-
-        def column(name: str, neutral: float) -> Tensor | None:
-            values = [getattr(p, name) for p in params]
-            if all(v == neutral for v in values):
-                return None
-            return _tensor(values, torch.float32, device).unsqueeze(1)
-
-        def bins(token_lists: list[list[int]], dtype: torch.dtype) -> Tensor:
-            tokens = _padded(token_lists, vocab_size, device)  # pad into a dropped last bin
-            out = torch.zeros(len(rows), vocab_size + 1, dtype=dtype, device=device)
-            return out.scatter_add_(1, tokens, torch.ones_like(tokens, dtype=dtype))[:, :-1]
-
-        repetition = column("repetition_penalty", 1.0)
-        prompts = [states[i].prompt_token_ids for i in rows]
+        slots = counts.update([states[i] for i in rows])
+        values = [states[i].penalties for i in rows]
+        used = [any(v[j] != neutral for v in values) for j, neutral in enumerate(_PENALTY_NEUTRAL)]
+        index = _tensor([rows, slots], torch.int64, counts.device)
+        table = _rows(values, torch.float32, counts.device)
+        columns = [table[:, j : j + 1] if used[j] else None for j in range(3)]
         return cls(
-            rows=_tensor(rows, torch.int64, device),
-            output_counts=bins([states[i].output_token_ids for i in rows], torch.float32),
-            repetition=repetition,
-            seen_in_prompt=None if repetition is None else bins(prompts, torch.int32) > 0,
-            frequency=column("frequency_penalty", 0.0),
-            presence=column("presence_penalty", 0.0),
+            rows=index[0],
+            output_counts=counts.output_counts[index[1]],
+            repetition=columns[0],
+            seen_in_prompt=counts.in_prompt[index[1]] if used[0] else None,
+            frequency=columns[1],
+            presence=columns[2],
         )
 
 
@@ -89,13 +87,14 @@ class SamplingBatch:
 
     vocab_size: int
     all_greedy: bool
-    greedy_rows: Tensor | None  # [B] bool, only when the batch mixes greedy and random
-    temperature: Tensor | None  # [B, 1]; 1 on greedy rows; None when all greedy
+    temperature: Tensor | None  # [B] float32; 0 on greedy rows; None when all greedy
     top_k: Tensor | None  # [B] int64; V on rows without top-k
     max_top_k: int
     top_p: Tensor | None  # [B] float32; 1 on rows without top-p
     min_p: Tensor | None  # [B, 1] float32; 0 on rows without min-p
-    seeded: list[tuple[int, int]]  # (row, generator seed of this step's draw)
+    seeds: Tensor | None  # [B] int64: the request's seed on seeded rows; None when none is
+    seeded: Tensor | None  # [B] bool; only when seeded and unseeded random rows mix
+    offsets: Tensor | None  # [B] int64: seeded rows' draw number (output length), else 0
     any_unseeded: bool  # some random row draws from the engine-wide generator
     disallowed: tuple[Tensor, Tensor] | None  # (rows [A], mask [A, V]): allowed_token_ids
     banned: TokenEntries | None  # set to -inf: bad words and min_tokens stop tokens
@@ -111,41 +110,67 @@ class SamplingBatch:
 
     @classmethod
     def from_states(cls, states: Sequence[SamplingState], vocab_size: int,
-                    device: torch.device | str) -> SamplingBatch:
+                    device: torch.device | str,
+                    token_counts: TokenCounts | None = None) -> SamplingBatch:
+        """The batch of `states`; `token_counts` keeps penalty statistics across steps
+        (without it they are computed from the full token lists)."""
         device = torch.device(device)
+        draws = [s.draw for s in states]
+        temperature, top_k, top_p, min_p = zip(*draws, strict=True) if draws else ((),) * 4
+        all_greedy = not any(temperature)
+        max_top_k = max((k for k in top_k if 0 < k < vocab_size), default=0)
+        table = None if all_greedy else _rows(draws, torch.float32, device)
+        seeded = [i for i, s in enumerate(states) if s.seed is not None]
+        num_random = len(temperature) - temperature.count(0.0)
+        seeds, seeded_mask, offsets = (None, None, None) if all_greedy else cls._seeds(
+            states, seeded, num_random, device)
         params = [s.params for s in states]
-        random = [not p.is_greedy for p in params]
-
-        def on_random_rows(name: str, off: float) -> list:
-            return [getattr(p, name) if r else off for p, r in zip(params, random, strict=True)]
-
-        top_k = [k if 0 < k < vocab_size else vocab_size
-                 for k in on_random_rows("top_k", vocab_size)]
-        top_p, min_p = on_random_rows("top_p", 1.0), on_random_rows("min_p", 0.0)
         logprobs = [p.logprobs for p in params if p.logprobs is not None]
-        mixed = any(random) and not all(random)
-        max_top_k = max((k for k in top_k if k < vocab_size), default=0)
+        if token_counts is None:
+            token_counts = TokenCounts(vocab_size, device)
         return cls(
             vocab_size=vocab_size,
-            all_greedy=not any(random),
-            greedy_rows=_tensor([not r for r in random], torch.bool, device) if mixed else None,
-            temperature=_tensor(on_random_rows("temperature", 1.0), torch.float32,
-                                device).unsqueeze(1) if any(random) else None,
-            top_k=_tensor(top_k, torch.int64, device) if max_top_k else None,
+            all_greedy=all_greedy,
+            temperature=None if table is None else table[:, 0],
+            top_k=None if table is None or not max_top_k else cls._top_k(table[:, 1], vocab_size),
             max_top_k=max_top_k,
-            top_p=_tensor(top_p, torch.float32, device) if any(p < 1 for p in top_p) else None,
-            min_p=_tensor(min_p, torch.float32, device).unsqueeze(1) if any(min_p) else None,
-            seeded=[(i, s.draw_seed) for i, s in enumerate(states)
-                    if random[i] and s.draw_seed is not None],
-            any_unseeded=any(r and p.seed is None for p, r in zip(params, random, strict=True)),
+            top_p=table[:, 2] if table is not None and any(p < 1 for p in top_p) else None,
+            min_p=table[:, 3:4] if table is not None and any(min_p) else None,
+            seeds=seeds,
+            seeded=seeded_mask,
+            offsets=offsets,
+            any_unseeded=len(seeded) < num_random,
             disallowed=cls._disallowed(states, vocab_size, device),
             banned=TokenEntries.build(cls._banned(states), device),
             logit_bias=TokenEntries.build(
-                [(i, t, b) for i, p in enumerate(params) for t, b in p.logit_bias.items()],
-                device),
-            penalties=Penalties.build(states, vocab_size, device),
+                [(i, t, b) for i, p in enumerate(params) if p.logit_bias
+                 for t, b in p.logit_bias.items()], device),
+            penalties=Penalties.build(
+                states, [i for i, s in enumerate(states) if s.penalties], token_counts),
             max_num_logprobs=max(logprobs) if logprobs else None,
         )
+
+    @staticmethod
+    def _top_k(column: Tensor, vocab_size: int) -> Tensor:
+        """Per-row k as int64, V where top-k is off (0) or keeps everything."""
+        k = column.long()
+        return k.masked_fill((k <= 0) | (k > vocab_size), vocab_size)
+
+    @staticmethod
+    def _seeds(states: Sequence[SamplingState], seeded: list[int], num_random: int,
+               device: torch.device) -> tuple[Tensor | None, Tensor | None, Tensor | None]:
+        """(seeds, seeded mask, offsets) of the rows in `seeded`, in one copy; offsets are
+        the output lengths, so a seeded request's n-th draw depends on (seed, n) only."""
+        if not seeded:
+            return None, None, torch.zeros(len(states), dtype=torch.int64, device=device)
+        values = [[0] * len(states) for _ in range(3)]
+        for i in seeded:
+            values[0][i] = states[i].seed
+            values[1][i] = len(states[i].output_token_ids)
+            values[2][i] = 1
+        table = _tensor(values, torch.int64, device)
+        mixed = len(seeded) < num_random
+        return table[0], table[2].bool() if mixed else None, table[1]
 
     @staticmethod
     def _disallowed(states: Sequence[SamplingState], vocab_size: int,
@@ -156,13 +181,15 @@ class SamplingBatch:
         entries = TokenEntries.build([(j, t) for j, i in enumerate(rows)
                                       for t in states[i].params.allowed_token_ids], device)
         mask = torch.ones(len(rows), vocab_size, dtype=torch.bool, device=device)
-        mask[entries.rows, entries.cols] = False
+        mask.index_put_((entries.rows, entries.cols), mask.new_zeros(()))
         return _tensor(rows, torch.int64, device), mask
 
     @staticmethod
     def _banned(states: Sequence[SamplingState]) -> list[tuple[int, int]]:
         entries = []
         for i, state in enumerate(states):
+            if not (state.params.bad_words_token_ids or state.params.min_tokens):
+                continue
             tokens = state.banned_by_bad_words()
             if state.below_min_tokens:
                 tokens += state.stop_token_ids_for_min_tokens

@@ -30,8 +30,9 @@ def apply_logits_processors(logits: Tensor, batch: SamplingBatch) -> None:
     if batch.disallowed is not None:
         rows, mask = batch.disallowed
         logits[rows] = logits[rows].masked_fill(mask, float("-inf"))
-    if batch.banned is not None:
-        logits[batch.banned.rows, batch.banned.cols] = float("-inf")
+    if batch.banned is not None:  # a value made on the device: a Python one syncs
+        banned = batch.banned
+        logits.index_put_((banned.rows, banned.cols), logits.new_full((), float("-inf")))
     if batch.logit_bias is not None:
         bias = batch.logit_bias
         logits.index_put_((bias.rows, bias.cols), bias.values, accumulate=True)

@@ -11,10 +11,12 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from pagoda.ops import OpTable, current_ops
 from pagoda.sample.batch import SamplingBatch
 from pagoda.sample.logprobs import LogprobsTensors, compute_logprobs
 from pagoda.sample.processors import apply_logits_processors
 from pagoda.sample.state import SamplingState
+from pagoda.sample.token_counts import TokenCounts
 from pagoda.sample.top_k_top_p import apply_min_p, apply_top_k, apply_top_k_top_p
 
 
@@ -27,24 +29,33 @@ class SamplerOutput:
 class Sampler:
     """Samples a batch of requests with different parameters.
 
-    Randomness is stateless per request: a seeded request's draw depends only on its
-    seed and output length (the same alone, in any batch, after recompute); unseeded
-    requests share the engine-wide generator seeded by `seed`.
+    The draw is the `sample_from_logits` op of the platform's op table (the reference
+    where none is registered), given per-row seeds and draw numbers: a seeded request's
+    draw depends only on its seed and output length (the same alone, in any batch, after
+    recompute); unseeded rows get fresh seeds from the engine-wide generator seeded by
+    `seed`, on the device.
     """
 
-    def __init__(self, device: torch.device | str = "cpu", seed: int | None = None) -> None:
+    def __init__(self, device: torch.device | str = "cpu", seed: int | None = None,
+                 ops: OpTable | None = None) -> None:
+        """`ops` defaults to the current op table (`pagoda.ops.use_ops`)."""
         self.device = torch.device(device)
         self.generator = torch.Generator(self.device)
         if seed is None:
             self.generator.seed()
         else:
             self.generator.manual_seed(seed)
-        self._seeded_generator = torch.Generator(self.device)
+        self._sample_from_logits = (ops or current_ops()).sample_from_logits
+        self._token_counts: TokenCounts | None = None
 
     def __call__(self, logits: Tensor, states: Sequence[SamplingState]) -> SamplerOutput:
         """Sample one token per row of logits [B, V] for the requests `states`."""
-        return self.sample(logits, SamplingBatch.from_states(states, logits.shape[-1],
-                                                             logits.device))
+        vocab_size = logits.shape[-1]
+        counts = self._token_counts
+        if counts is None or (counts.vocab_size, counts.device) != (vocab_size, logits.device):
+            counts = self._token_counts = TokenCounts(vocab_size, logits.device)
+        return self.sample(logits, SamplingBatch.from_states(states, vocab_size, logits.device,
+                                                             counts))
 
     def sample(self, logits: Tensor, batch: SamplingBatch) -> SamplerOutput:
         """Like calling the sampler, with the step's batch already built."""
@@ -52,35 +63,36 @@ class Sampler:
         if batch.needs_processing:
             logits = logits.to(torch.float32, copy=True)
             apply_logits_processors(logits, batch)
-        if batch.all_greedy:
-            sampled = logits.argmax(dim=-1)
-        else:
-            sampled = self._random(logits, batch)
-            if batch.greedy_rows is not None:
-                sampled = torch.where(batch.greedy_rows, logits.argmax(dim=-1), sampled)
+        sampled = logits.argmax(dim=-1) if batch.all_greedy else self._random(logits, batch)
         logprobs = None
         if batch.max_num_logprobs is not None:
             logprobs = compute_logprobs(raw, sampled, batch.max_num_logprobs)
         return SamplerOutput(sampled, logprobs)
 
     def _random(self, logits: Tensor, batch: SamplingBatch) -> Tensor:
-        """Temperature, top-k, top-p, min-p, then an exponential race: argmax(p / q)
-        with q ~ Exp(1) is a draw from p."""
-        logits = logits.float() / batch.temperature
+        """Top-k, top-p and min-p (the latter two of the temperature-scaled distribution),
+        then the op's draw (argmax on greedy rows, whose temperature is 0)."""
+        temperature = batch.temperature
+        assert temperature is not None and batch.offsets is not None
+        if batch.top_p is not None or batch.min_p is not None:
+            random = temperature > 0
+            logits = logits.float() / torch.where(random, temperature, 1.0).unsqueeze(1)
+            temperature = random.float()
         if batch.top_p is not None:
             logits = apply_top_k_top_p(logits, batch.top_k, batch.top_p)
         elif batch.top_k is not None:
             logits = apply_top_k(logits, batch.top_k, batch.max_top_k)
         if batch.min_p is not None:
             logits = apply_min_p(logits, batch.min_p)
-        probs = logits.softmax(dim=-1)
-        q = torch.empty_like(probs)
-        if batch.any_unseeded:
-            q.exponential_(generator=self.generator)
-        else:
-            q.fill_(1.0)
-        for row, seed in batch.seeded:
-            q[row].exponential_(generator=self._seeded_generator.manual_seed(seed))
-        # q == 0 would turn masked tokens (p == 0) into NaN, which argmax picks.
-        q.clamp_(min=torch.finfo(q.dtype).tiny)
-        return probs.div_(q).argmax(dim=-1)
+        return self._sample_from_logits(logits, temperature, self._seeds(batch), batch.offsets)
+
+    def _seeds(self, batch: SamplingBatch) -> Tensor:
+        """Each row's seed: its own on seeded rows, else drawn from the engine generator."""
+        if not batch.any_unseeded:
+            assert batch.seeds is not None
+            return batch.seeds
+        drawn = torch.empty(len(batch.offsets), dtype=torch.int64, device=self.device)
+        drawn.random_(generator=self.generator)
+        if batch.seeds is None:
+            return drawn
+        return torch.where(batch.seeded, batch.seeds, drawn)

@@ -10,6 +10,7 @@ from pagoda.kernels.triton.attention import num_kv_splits, paged_attention, page
 from pagoda.kernels.triton.kv_cache import reshape_and_cache
 from pagoda.kernels.triton.norm import fused_add_rms_norm, rms_norm
 from pagoda.kernels.triton.rotary import rotary_embedding
+from pagoda.kernels.triton.sampling import sample_from_logits
 
 __all__ = [
     "fused_add_rms_norm",
@@ -19,5 +20,6 @@ __all__ = [
     "reshape_and_cache",
     "rms_norm",
     "rotary_embedding",
+    "sample_from_logits",
     "silu_and_mul",
 ]

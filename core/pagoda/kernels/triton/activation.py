@@ -7,6 +7,7 @@ import triton
 import triton.language as tl
 
 from pagoda.kernels.triton.common import pow2, rows
+from pagoda.kernels.triton.launch import DEFAULT_LAUNCH, TritonLaunch
 
 BLOCK = 1024
 
@@ -22,7 +23,7 @@ def _silu_and_mul_kernel(out_ptr, x_ptr, d, stride_out, stride_x, BLOCK: tl.cons
     tl.store(out_ptr + row * stride_out + offs, out.to(out_ptr.dtype.element_ty), mask=ok)
 
 
-def silu_and_mul(x: torch.Tensor) -> torch.Tensor:
+def silu_and_mul(x: torch.Tensor, *, launch: TritonLaunch = DEFAULT_LAUNCH) -> torch.Tensor:
     """See `pagoda.ops.reference.silu_and_mul`."""
     d = x.shape[-1] // 2
     x2 = rows(x, 2 * d)
@@ -31,5 +32,5 @@ def silu_and_mul(x: torch.Tensor) -> torch.Tensor:
     block = min(pow2(d), BLOCK)
     if x2.shape[0] and d:
         _silu_and_mul_kernel[(x2.shape[0], triton.cdiv(d, block))](
-            out2, x2, d, out2.stride(0), x2.stride(0), BLOCK=block)
+            out2, x2, d, out2.stride(0), x2.stride(0), BLOCK=block, **launch.elementwise.kwargs())
     return out

@@ -14,6 +14,7 @@ import triton
 
 from pagoda.kernels.triton.attention_kernels import _attention_kernel, _reduce_splits_kernel
 from pagoda.kernels.triton.common import dot_dtype, pow2, unit_last_stride
+from pagoda.kernels.triton.launch import DEFAULT_LAUNCH, TritonLaunch
 
 TILE_N = 64
 """Key positions per inner-loop tile (gathered across cache blocks of any size)."""
@@ -63,6 +64,8 @@ def paged_attention(
     scale: float,
     sliding_window: int | None = None,
     logits_soft_cap: float | None = None,
+    *,
+    launch: TritonLaunch = DEFAULT_LAUNCH,
 ) -> torch.Tensor:
     """See `pagoda.ops.reference.paged_attention`. A batch with no more query tokens than
     sequences is treated as decodes; the block table's width bounds the context length."""
@@ -72,7 +75,7 @@ def paged_attention(
                            block_tables.shape[1] * kv_cache.shape[2], query.device)
     return paged_attention_with(query, kv_cache, block_tables, query_start_loc, seq_lens, scale,
                                 sliding_window, logits_soft_cap, max_query_len=max_query_len,
-                                num_splits=splits)
+                                num_splits=splits, launch=launch)
 
 
 def paged_attention_with(
@@ -88,10 +91,12 @@ def paged_attention_with(
     max_query_len: int | None = None,
     num_splits: int = 1,
     tile_n: int = TILE_N,
+    launch: TritonLaunch = DEFAULT_LAUNCH,
 ) -> torch.Tensor:
     """`paged_attention` with the host's knowledge and explicit choices: `max_query_len`
     (None: unknown) sizes the query tiles; `num_splits` > 1 splits every sequence's keys
-    into that many ranges, reduced by a second kernel; `tile_n` keys per inner step."""
+    into that many ranges, reduced by a second kernel; `tile_n` keys per inner step;
+    `launch` the platform's launch parameters."""
     num_tokens, num_heads, head_size = query.shape
     _, _, block_size, num_kv_heads, _ = kv_cache.shape
     num_seqs = seq_lens.shape[0]
@@ -124,12 +129,13 @@ def paged_attention_with(
         HEAD_SIZE=head_size, HEAD_PAD=head_pad, BLOCK_SIZE=block_size, TILE_N=tile_n,
         USE_WINDOW=sliding_window is not None, USE_SOFT_CAP=logits_soft_cap is not None,
         NUM_SPLITS=num_splits, DOT_DTYPE=dot_dtype(query.dtype, _attention_kernel),
+        **launch.attention.kwargs(),
     )
     if num_splits > 1:
         _reduce_splits_kernel[(num_tokens, num_heads)](
             out, *parts, query_start_loc, num_seqs, out.stride(0), out.stride(1),
             NUM_SPLITS=num_splits, SPLITS_PAD=pow2(num_splits), HEAD_SIZE=head_size,
-            HEAD_PAD=head_pad,
+            HEAD_PAD=head_pad, **launch.reduce.kwargs(),
         )
     return out
 

@@ -17,11 +17,16 @@ from pagoda.attention.backend import (
 )
 from pagoda.kernels.triton.attention import num_kv_splits, paged_attention_with
 from pagoda.kernels.triton.kv_cache import reshape_and_cache
+from pagoda.kernels.triton.launch import DEFAULT_LAUNCH, TritonLaunch
 
 MAX_HEAD_SIZE = 256
 
 
 class TritonAttentionImpl(AttentionImpl):
+    def launch(self, device: torch.device) -> TritonLaunch:
+        """Launch parameters on `device`; a platform's subclass may choose its own."""
+        return DEFAULT_LAUNCH
+
     def forward(
         self,
         query: torch.Tensor,
@@ -30,19 +35,21 @@ class TritonAttentionImpl(AttentionImpl):
         kv_cache: torch.Tensor,
         metadata: AttentionMetadata,
     ) -> torch.Tensor:
-        reshape_and_cache(key, value, kv_cache, metadata.slot_mapping)
+        launch = self.launch(query.device)
+        reshape_and_cache(key, value, kv_cache, metadata.slot_mapping, launch=launch)
         splits = num_kv_splits(metadata.num_seqs, self.num_kv_heads, metadata.max_query_len,
                                metadata.max_seq_len, query.device)
         return paged_attention_with(
             query, kv_cache, metadata.block_tables, metadata.query_start_loc,
             metadata.seq_lens, self.scale, self.sliding_window, self.logits_soft_cap,
-            max_query_len=metadata.max_query_len, num_splits=splits,
+            max_query_len=metadata.max_query_len, num_splits=splits, launch=launch,
         )
 
 
 class TritonAttentionBackend(AttentionBackend):
     name = "triton"
     supported_dtypes = (torch.bfloat16, torch.float16, torch.float32)
+    supports_graph_capture = True
 
     @classmethod
     def validate(cls, config: AttentionConfig) -> list[str]:

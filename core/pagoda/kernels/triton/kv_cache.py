@@ -7,6 +7,7 @@ import triton
 import triton.language as tl
 
 from pagoda.kernels.triton.common import pow2, unit_last_stride
+from pagoda.kernels.triton.launch import DEFAULT_LAUNCH, TritonLaunch
 
 
 @triton.jit
@@ -33,7 +34,8 @@ def _reshape_and_cache_kernel(
 
 
 def reshape_and_cache(
-    key: torch.Tensor, value: torch.Tensor, kv_cache: torch.Tensor, slot_mapping: torch.Tensor
+    key: torch.Tensor, value: torch.Tensor, kv_cache: torch.Tensor, slot_mapping: torch.Tensor,
+    *, launch: TritonLaunch = DEFAULT_LAUNCH,
 ) -> None:
     """See `pagoda.ops.reference.reshape_and_cache`."""
     num_tokens, num_kv_heads, head_size = key.shape
@@ -47,5 +49,5 @@ def reshape_and_cache(
         key.stride(0), key.stride(1), value.stride(0), value.stride(1),
         key_cache.stride(0), key_cache.stride(1), key_cache.stride(2),
         NUM_KV_HEADS=num_kv_heads, HEAD_SIZE=head_size, BLOCK_SIZE=kv_cache.shape[2],
-        HEADS_PAD=pow2(num_kv_heads), HEAD_PAD=pow2(head_size),
+        HEADS_PAD=pow2(num_kv_heads), HEAD_PAD=pow2(head_size), **launch.elementwise.kwargs(),
     )

@@ -7,6 +7,7 @@ import triton
 import triton.language as tl
 
 from pagoda.kernels.triton.common import pow2, rows
+from pagoda.kernels.triton.launch import DEFAULT_LAUNCH, TritonLaunch
 
 MAX_BLOCK = 8192
 """Row elements handled per loop iteration; wider rows take several."""
@@ -50,8 +51,8 @@ def _rms_norm_kernel(
                  mask=ok)
 
 
-def _launch(x: torch.Tensor, residual: torch.Tensor | None, weight: torch.Tensor,
-            eps: float) -> tuple[torch.Tensor, torch.Tensor | None]:
+def _launch(x: torch.Tensor, residual: torch.Tensor | None, weight: torch.Tensor, eps: float,
+            launch: TritonLaunch) -> tuple[torch.Tensor, torch.Tensor | None]:
     width = x.shape[-1]
     x2 = rows(x, width)
     out = torch.empty(x.shape, dtype=x.dtype, device=x.device)
@@ -64,19 +65,22 @@ def _launch(x: torch.Tensor, residual: torch.Tensor | None, weight: torch.Tensor
             out2, sum2, x2, r2, weight.contiguous(), width, eps,
             out2.stride(0), sum2.stride(0), x2.stride(0), r2.stride(0),
             HAS_RESIDUAL=residual is not None, BLOCK=min(pow2(width), MAX_BLOCK),
+            **launch.elementwise.kwargs(),
         )
     return out, summed if residual is not None else None
 
 
-def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float, *,
+             launch: TritonLaunch = DEFAULT_LAUNCH) -> torch.Tensor:
     """See `pagoda.ops.reference.rms_norm`."""
-    return _launch(x, None, weight, eps)[0]
+    return _launch(x, None, weight, eps, launch)[0]
 
 
 def fused_add_rms_norm(
-    x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float
+    x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float, *,
+    launch: TritonLaunch = DEFAULT_LAUNCH,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """See `pagoda.ops.reference.fused_add_rms_norm`: (rms_norm(x + residual), x + residual)."""
-    out, summed = _launch(x, residual, weight, eps)
+    out, summed = _launch(x, residual, weight, eps, launch)
     assert summed is not None
     return out, summed

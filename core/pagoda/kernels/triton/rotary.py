@@ -7,6 +7,7 @@ import triton
 import triton.language as tl
 
 from pagoda.kernels.triton.common import pow2, unit_last_stride
+from pagoda.kernels.triton.launch import DEFAULT_LAUNCH, TritonLaunch
 
 
 @triton.jit
@@ -65,6 +66,8 @@ def rotary_embedding(
     key: torch.Tensor,
     cos_sin_cache: torch.Tensor,
     is_neox: bool,
+    *,
+    launch: TritonLaunch = DEFAULT_LAUNCH,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """See `pagoda.ops.reference.rotary_embedding`; returns new tensors."""
     num_tokens, num_heads, head_size = query.shape
@@ -83,6 +86,6 @@ def rotary_embedding(
             NUM_HEADS=num_heads, NUM_KV_HEADS=num_kv_heads, HEAD_SIZE=head_size,
             ROT_DIM=rot_dim, IS_NEOX=is_neox, HEADS_PAD=pow2(num_heads),
             KV_HEADS_PAD=pow2(num_kv_heads), HALF_PAD=pow2(rot_dim // 2),
-            HEAD_PAD=pow2(head_size),
+            HEAD_PAD=pow2(head_size), **launch.elementwise.kwargs(),
         )
     return q_out, k_out

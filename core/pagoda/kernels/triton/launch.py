@@ -1,0 +1,43 @@
+"""Per-platform launch parameters of the shared Triton kernels.
+
+A platform whose hardware wants other launch settings than Triton's defaults (e.g. AMD
+GPUs, whose 64-wide wavefronts make Triton's default of 4 "warps" twice the threads it is
+on NVIDIA GPUs) passes a `TritonLaunch` to the launchers' `launch=` argument. The default
+sets nothing, so every launch is exactly Triton's default.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class LaunchParams:
+    """Options of one kernel launch; None keeps Triton's default."""
+
+    num_warps: int | None = None
+    num_stages: int | None = None
+
+    def kwargs(self) -> dict[str, Any]:
+        """The keyword arguments to add to the kernel launch (none for the defaults)."""
+        chosen = {"num_warps": self.num_warps, "num_stages": self.num_stages}
+        return {k: v for k, v in chosen.items() if v is not None}
+
+
+@dataclass(frozen=True)
+class TritonLaunch:
+    """Launch parameters by kernel family."""
+
+    attention: LaunchParams = field(default_factory=LaunchParams)
+    """`_attention_kernel`: paged attention over mixed batches."""
+
+    reduce: LaunchParams = field(default_factory=LaunchParams)
+    """`_reduce_splits_kernel`: combines split-KV partial results."""
+
+    elementwise: LaunchParams = field(default_factory=LaunchParams)
+    """Row and element kernels: norms, rotary, activation, KV cache writes."""
+
+
+DEFAULT_LAUNCH = TritonLaunch()
+"""Triton's defaults for every kernel (what CUDA uses)."""
