@@ -1,0 +1,42 @@
+"""The shared Triton kernels, launched with the parameters of the tensors' AMD GPU.
+
+These are the ROCm kernel providers' implementations: each has its op's reference
+signature and passes `launch=` (see `pagoda_rocm.launch`) to `pagoda.kernels.triton`.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from pagoda.kernels import triton as shared
+from pagoda.kernels.triton.launch import TritonLaunch
+from pagoda_rocm.launch import launch_for_arch
+
+
+@functools.cache
+def device_launch(device: torch.device) -> TritonLaunch:
+    """Launch parameters for the architecture of `device` (read once per device)."""
+    return launch_for_arch(torch.cuda.get_device_properties(device).gcnArchName)
+
+
+def _on_device(kernel: Callable[..., Any]) -> Callable[..., Any]:
+    """`kernel` launched with the parameters of its first argument's device."""
+
+    @functools.wraps(kernel)
+    def launch_on_device(first: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
+        return kernel(first, *args, launch=device_launch(first.device), **kwargs)
+
+    return launch_on_device
+
+
+rms_norm = _on_device(shared.rms_norm)
+fused_add_rms_norm = _on_device(shared.fused_add_rms_norm)
+rotary_embedding = _on_device(shared.rotary_embedding)
+silu_and_mul = _on_device(shared.silu_and_mul)
+reshape_and_cache = _on_device(shared.reshape_and_cache)
+paged_attention = _on_device(shared.paged_attention)
+sample_from_logits = _on_device(shared.sample_from_logits)

@@ -1,0 +1,88 @@
+"""The TPU platform: XLA devices through torch-xla's PJRT runtime (TPU, or XLA's CPU device).
+
+XLA compiles one program per distinct graph, so there is no graph capture; instead every
+step runs with static (bucketed) shapes, see `pagoda_tpu.worker`.
+"""
+
+from __future__ import annotations
+
+import os
+
+import torch
+import torch_xla
+import torch_xla.core.xla_model as xm
+import torch_xla.runtime as xr
+
+from pagoda.platforms import MemoryInfo, Platform
+
+HOST_KV_CACHE_CAP = 4 * 2**30
+"""On XLA's CPU device the cache lives in host memory, shared with everything else."""
+
+
+def host_memory() -> MemoryInfo:
+    """Total and available host memory (/proc/meminfo, else sysconf)."""
+    try:
+        with open("/proc/meminfo") as f:
+            info = {row[0].rstrip(":"): int(row[1]) * 1024 for row in map(str.split, f)
+                    if len(row) >= 2}
+        return MemoryInfo(info["MemTotal"], info.get("MemAvailable", info["MemFree"]))
+    except (OSError, KeyError, ValueError):
+        page = os.sysconf("SC_PAGE_SIZE")
+        return MemoryInfo(os.sysconf("SC_PHYS_PAGES") * page, os.sysconf("SC_AVPHYS_PAGES") * page)
+
+
+class TpuPlatform(Platform):
+    name = "tpu"
+    device_type = "xla"
+    dispatch_key = "XLA"
+    supported_dtypes: tuple[torch.dtype, ...] = (torch.bfloat16, torch.float32)
+    distributed_backend = "xla"
+    visible_devices_env = "TPU_VISIBLE_CHIPS"
+    preferred_attention_backends = ("pallas", "xla")
+    supported_quant_methods = ("none",)
+    executor = "uniproc"
+    worker = "pagoda_tpu.worker:XlaWorker"
+    supports_async_scheduling = False  # the XLA runner pads steps from host token ids
+
+    def __init__(self) -> None:
+        self.pjrt_device = xr.device_type() or "CPU"
+        if self.on_cpu:  # a CPU's float32 is its fast path; bfloat16 stays available
+            self.supported_dtypes = (torch.float32, torch.bfloat16)
+
+    @property
+    def on_cpu(self) -> bool:
+        """Whether this is XLA's CPU device (tests), not a TPU."""
+        return self.pjrt_device == "CPU"
+
+    def device_count(self) -> int:
+        return xr.addressable_runtime_device_count()
+
+    def device_name(self, index: int = 0) -> str:
+        real = torch_xla.real_devices()[index]
+        return f"XLA {real} (for testing, not a TPU)" if self.on_cpu else f"{real} via PJRT"
+
+    def memory_info(self, index: int = 0) -> MemoryInfo:
+        """XLA's own counters on a TPU; host memory on XLA's CPU device (which has none)."""
+        if self.on_cpu:
+            return host_memory()
+        info = xm.get_memory_info(self.torch_device(index))
+        total = int(info["bytes_limit"])
+        return MemoryInfo(total, total - int(info["bytes_used"]))
+
+    def default_kv_cache_bytes(self, memory: MemoryInfo, step_peak_bytes: int = 0) -> int:
+        """Half the free memory after the weights (and the largest step, where measured);
+        at most 4 GiB on XLA's CPU device."""
+        budget = max(0, (memory.available - step_peak_bytes) // 2)
+        return min(budget, HOST_KV_CACHE_CAP) if self.on_cpu else budget
+
+    def torch_device(self, index: int = 0) -> torch.device:
+        return torch_xla.device(index)
+
+    def synchronize(self, index: int = 0) -> None:
+        torch_xla.sync(wait=True)
+
+    def describe(self) -> dict[str, object]:
+        info = super().describe()
+        info["pjrt_device"] = self.pjrt_device
+        info["static_shapes"] = True
+        return info

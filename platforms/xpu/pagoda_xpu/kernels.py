@@ -1,0 +1,32 @@
+"""When the shared Triton kernels serve the XPU platform (checked once, at op resolution)."""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+from typing import Any
+
+import torch
+
+KERNEL_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
+MAX_HEAD_SIZE = 256
+
+
+@functools.cache
+def unavailable_reason() -> str | None:
+    """None when Triton has its Intel backend and torch sees an Intel GPU, else why not."""
+    if importlib.util.find_spec("triton") is None:
+        return "triton is not installed (XPU builds of torch bring pytorch-triton-xpu)"
+    if importlib.util.find_spec("triton.backends.intel") is None:
+        return ("the installed triton has no Intel XPU backend (install pytorch-triton-xpu, "
+                "which comes with XPU builds of torch, instead of PyPI's triton)")
+    if not torch.xpu.is_available():
+        return "no Intel GPU is visible to torch (XPU)"
+    return None
+
+
+def supports(dtype: torch.dtype | None = None, kv_cache_dtype: torch.dtype | None = None,
+             head_size: int | None = None, **_: Any) -> bool:
+    """The kernels compute in float32 from 32- and 16-bit floats, heads up to 256 wide."""
+    dtypes_ok = all(d is None or d in KERNEL_DTYPES for d in (dtype, kv_cache_dtype))
+    return dtypes_ok and (head_size is None or head_size <= MAX_HEAD_SIZE)
