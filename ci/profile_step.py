@@ -27,12 +27,13 @@ def main() -> None:
     parser.add_argument("--num-seqs", type=int, default=64)
     parser.add_argument("--input-len", type=int, default=128)
     parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--max-num-batched-tokens", type=int, default=8192)
     parser.add_argument("--rows", type=int, default=25)
     args = parser.parse_args()
 
     llm = LLM(args.model, device=args.device, dtype=args.dtype, load_format=args.load_format,
               max_num_seqs=max(args.num_seqs, 1),
-              max_num_batched_tokens=max(2048, args.num_seqs * args.input_len))
+              max_num_batched_tokens=args.max_num_batched_tokens)
     engine = llm.engine
     platform = engine.core.executor.worker.platform
     rng = random.Random(0)
@@ -43,9 +44,11 @@ def main() -> None:
         prompt = [rng.randrange(3, vocab) for _ in range(args.input_len)]
         engine.add_request(str(i), {"prompt_token_ids": prompt}, params)
     start = time.perf_counter()
-    engine.step()  # the prefill
+    while engine.core.scheduler.num_waiting or any(  # the prefills
+            r.num_computed_tokens < r.num_prompt_tokens for r in engine.core.scheduler.running):
+        engine.step()
     platform.synchronize()
-    print(f"prefill step ({args.num_seqs} x {args.input_len}): "
+    print(f"prefill ({args.num_seqs} x {args.input_len}): "
           f"{(time.perf_counter() - start) * 1e3:.1f} ms")
     for _ in range(3):
         engine.step()

@@ -138,6 +138,10 @@ class AttentionBackend(ABC):
     supported_block_sizes: ClassVar[tuple[int, ...] | None] = None  # None: any
     supports_sliding_window: ClassVar[bool] = True
     supports_logits_soft_cap: ClassVar[bool] = True
+    supports_graph_capture: ClassVar[bool] = False
+    """Whether a decode step may be captured as a device graph: `forward` reads only the
+    metadata's tensors; its host fields then describe the largest batch of the capture
+    (padding rows have sequence length 0 and slot -1) and may only steer launch choices."""
 
     @classmethod
     def validate(cls, config: AttentionConfig) -> list[str]:

@@ -41,6 +41,17 @@ def add_engine_arguments(parser: argparse.ArgumentParser, model_positional: bool
     g.add_argument("--memory-fraction", type=float, default=None,
                    help="fraction of free device memory for the KV cache "
                         "(default: the platform's choice)")
+    g.add_argument("--gpu-memory-utilization", type=float, default=None,
+                   help="fraction of the device's total memory this engine may fill (weights, "
+                        "activations, KV cache); default: the platform's (0.9 on GPUs)")
+    g.add_argument("--enforce-eager", action="store_true",
+                   help="launch every kernel from Python; no device graphs for decode steps")
+    g.add_argument("--graph-batch-sizes", type=_int_list, default=None,
+                   help="decode batch sizes to capture as device graphs, e.g. 1,2,4,8,16 "
+                        "(default: 1, 2, 4, 8, ... up to --max-num-seqs)")
+    g.add_argument("--async-scheduling", action=argparse.BooleanOptionalAction, default=None,
+                   help="schedule step N+1 while the device runs step N (default: where the "
+                        "device runs asynchronously from the host)")
     g.add_argument("--enable-prefix-caching", action=argparse.BooleanOptionalAction, default=True)
     g.add_argument("--enable-chunked-prefill", action=argparse.BooleanOptionalAction, default=True)
     g.add_argument("--scheduling-policy", default="fcfs", choices=["fcfs", "priority"])
@@ -62,6 +73,9 @@ def engine_kwargs(args: argparse.Namespace) -> dict[str, Any]:
         "max_num_seqs": args.max_num_seqs, "max_num_batched_tokens": args.max_num_batched_tokens,
         "block_size": args.block_size, "kv_cache_memory": args.kv_cache_memory,
         "memory_fraction": args.memory_fraction,
+        "gpu_memory_utilization": args.gpu_memory_utilization,
+        "enforce_eager": args.enforce_eager, "graph_batch_sizes": args.graph_batch_sizes,
+        "async_scheduling": args.async_scheduling,
         "enable_prefix_caching": args.enable_prefix_caching,
         "enable_chunked_prefill": args.enable_chunked_prefill,
         "scheduling_policy": args.scheduling_policy,
@@ -69,6 +83,14 @@ def engine_kwargs(args: argparse.Namespace) -> dict[str, Any]:
         "generation_config": args.generation_config, "chat_template": template,
         "quantization": args.quantization,
     }
+
+
+def _int_list(text: str) -> list[int]:
+    try:
+        return [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected comma-separated integers, got {text!r}") from None
 
 
 def _is_file(path: str) -> bool:

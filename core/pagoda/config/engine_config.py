@@ -66,6 +66,11 @@ class CacheConfig:
     """Bytes of KV cache; None: `memory_fraction` of the device's free memory, or the
     platform's default when that is None too."""
     memory_fraction: float | None = None
+    """Fraction of the device's free memory (after loading) for the KV cache."""
+    gpu_memory_utilization: float | None = None
+    """Fraction of the device's total memory this engine may fill: weights, the largest
+    step's activations (measured by a profiling pass), the KV cache; None: the platform's
+    default (0.9 on GPUs)."""
     kv_cache_dtype: str | torch.dtype = "auto"
     enable_prefix_caching: bool = True
     num_blocks_override: int | None = None
@@ -78,6 +83,9 @@ class CacheConfig:
             raise ValueError(f"kv_cache_memory must be > 0 bytes, got {self.kv_cache_memory}")
         if self.memory_fraction is not None and not 0 < self.memory_fraction <= 1:
             raise ValueError(f"memory_fraction must be in (0, 1], got {self.memory_fraction}")
+        if self.gpu_memory_utilization is not None and not 0 < self.gpu_memory_utilization <= 1:
+            raise ValueError(f"gpu_memory_utilization must be in (0, 1], got "
+                             f"{self.gpu_memory_utilization}")
         if self.num_blocks_override is not None and self.num_blocks_override < 1:
             raise ValueError(f"num_blocks_override must be >= 1, got {self.num_blocks_override}")
         parse_dtype(self.kv_cache_dtype)
@@ -90,6 +98,9 @@ class SchedulerConfig:
     policy: str = "fcfs"
     """"fcfs" or "priority" (lower value first, then arrival)."""
     enable_chunked_prefill: bool = True
+    async_scheduling: bool | None = None
+    """Schedule step N+1 while step N runs; None: where the platform's device runs
+    asynchronously from the host."""
 
     def __post_init__(self) -> None:
         if self.max_num_seqs < 1:
@@ -111,6 +122,18 @@ class EngineConfig:
     """Platform name, "auto" or None (PAGODA_DEVICE, else auto)."""
     attention_backend: str | None = None
     executor: str | None = None
+    enforce_eager: bool = False
+    """Never replay device graphs (every step launches its kernels from Python)."""
+    graph_batch_sizes: list[int] | None = None
+    """Decode batch sizes captured as device graphs; None: 1, 2, 4, 8, ... up to
+    max_num_seqs. Only on platforms that support graph capture."""
+
+    def __post_init__(self) -> None:
+        if self.graph_batch_sizes is not None and (
+            not self.graph_batch_sizes or min(self.graph_batch_sizes) < 1
+        ):
+            raise ValueError(f"graph_batch_sizes must be positive integers, got "
+                             f"{self.graph_batch_sizes}")
 
     @classmethod
     def from_options(
@@ -126,11 +149,15 @@ class EngineConfig:
         block_size: int = 16,
         kv_cache_memory: int | None = None,
         memory_fraction: float | None = None,
+        gpu_memory_utilization: float | None = None,
         num_kv_blocks: int | None = None,
         kv_cache_dtype: str | torch.dtype = "auto",
         enable_prefix_caching: bool = True,
         enable_chunked_prefill: bool = True,
         scheduling_policy: str = "fcfs",
+        async_scheduling: bool | None = None,
+        enforce_eager: bool = False,
+        graph_batch_sizes: list[int] | None = None,
         attention_backend: str | None = None,
         load_format: str = "auto",
         seed: int = 0,
@@ -144,10 +171,13 @@ class EngineConfig:
             model=ModelConfig(model, tokenizer, dtype, load_format, max_model_len, seed,
                               served_model_name, generation_config, chat_template,
                               quantization),
-            cache=CacheConfig(block_size, kv_cache_memory, memory_fraction, kv_cache_dtype,
-                              enable_prefix_caching, num_kv_blocks),
+            cache=CacheConfig(block_size, kv_cache_memory, memory_fraction,
+                              gpu_memory_utilization, kv_cache_dtype, enable_prefix_caching,
+                              num_kv_blocks),
             scheduler=SchedulerConfig(max_num_seqs, max_num_batched_tokens, scheduling_policy,
-                                      enable_chunked_prefill),
+                                      enable_chunked_prefill, async_scheduling),
             device=device,
             attention_backend=attention_backend,
+            enforce_eager=enforce_eager,
+            graph_batch_sizes=graph_batch_sizes,
         )

@@ -46,16 +46,40 @@ class RequestCounters:
 
 
 class _Stream:
-    """One request's outputs, handed from the reader thread to the consumer's event loop."""
+    """One request's outputs, handed from the reader thread to the consumer's event loop.
+
+    Outputs are cumulative, so one the consumer has not taken yet is replaced by a newer
+    one: a consumer that falls behind gets fewer, larger updates instead of a backlog.
+    """
 
     def __init__(self, loop: asyncio.AbstractEventLoop):
         self.loop = loop
-        self.queue: asyncio.Queue[RequestOutput | Exception] = asyncio.Queue()
+        self.ready = asyncio.Event()
+        self.pending: RequestOutput | Exception | None = None
         self.prompt_counted = False
 
+    def deliver(self, item: RequestOutput | Exception) -> None:
+        """On the consumer's loop: keep the newest output, or an error over any output."""
+        if not isinstance(self.pending, Exception):
+            self.pending = item
+        self.ready.set()
+
     def put(self, item: RequestOutput | Exception) -> None:
+        """From any thread."""
         with contextlib.suppress(RuntimeError):  # raised when the consumer's loop has closed
-            self.loop.call_soon_threadsafe(self.queue.put_nowait, item)
+            self.loop.call_soon_threadsafe(self.deliver, item)
+
+    async def next(self) -> RequestOutput | Exception:
+        await self.ready.wait()
+        self.ready.clear()
+        item, self.pending = self.pending, None
+        assert item is not None
+        return item
+
+
+def _deliver_all(items: list[tuple[_Stream, RequestOutput]]) -> None:
+    for stream, output in items:
+        stream.deliver(output)
 
 
 class AsyncLLM:
@@ -101,7 +125,7 @@ class AsyncLLM:
         finished = False
         try:
             while not finished:
-                item = await stream.queue.get()
+                item = await stream.next()
                 if isinstance(item, Exception):
                     raise item
                 finished = item.finished
@@ -205,6 +229,7 @@ class AsyncLLM:
             outputs, stopped = self._output_processor.process(message.outputs)
             if stopped:
                 self._tell_core(FinishRequests(stopped, RequestStatus.FINISHED_STOPPED))
+            by_loop: dict[asyncio.AbstractEventLoop, list[tuple[_Stream, RequestOutput]]] = {}
             for output in outputs:
                 stream = self._streams[output.request_id]
                 if not stream.prompt_counted and any(c.token_ids for c in output.outputs):
@@ -213,7 +238,10 @@ class AsyncLLM:
                 if output.finished:
                     del self._streams[output.request_id]
                     self._counters.count_finished(output)
-                stream.put(output)
+                by_loop.setdefault(stream.loop, []).append((stream, output))
+        for loop, items in by_loop.items():  # one wake-up per loop and step, not per request
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(_deliver_all, items)
 
     def _on_death(self, reason: str) -> None:
         """Reader thread (or shutdown): fail every request in flight."""

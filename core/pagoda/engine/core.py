@@ -2,10 +2,16 @@
 
 It knows token ids only; tokenizing, detokenizing and stop strings belong to the front
 end. In the server it runs in its own process (see `pagoda.engine.core_process`).
+
+On a platform whose device runs asynchronously, steps overlap: step N+1 is scheduled and
+launched before step N's sampled tokens are read back, so the host's Python work hides
+behind the device's. A step holding a request that needs its tokens on the host to sample
+the next (penalties, bad words) is read back before anything else is scheduled.
 """
 
 from __future__ import annotations
 
+import gc
 import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -15,13 +21,21 @@ from pagoda.config import EngineConfig
 from pagoda.engine.kv_cache_manager import KVCacheManager
 from pagoda.engine.request import Request, RequestStatus
 from pagoda.engine.scheduler import Scheduler
-from pagoda.engine.scheduler_output import EngineCoreOutput
+from pagoda.engine.scheduler_output import EngineCoreOutput, SchedulerOutput, StepResult
 from pagoda.model_source import ModelSource
 from pagoda.platforms import resolve_platform
 from pagoda.plugins.lazy import load_target
 from pagoda.plugins.manager import get_registries, warn_about_failed_plugins
 
 logger = logging.getLogger(__name__)
+
+
+@dataclass
+class _InFlightStep:
+    scheduled: SchedulerOutput
+    result: StepResult
+    blocks_overlap: bool
+    """Some request in it needs this step's tokens before its next step is scheduled."""
 
 
 @dataclass
@@ -58,12 +72,25 @@ class EngineCore:
         self.kv_cache = KVCacheManager(self.num_blocks, block_size,
                                        config.cache.enable_prefix_caching)
         self.scheduler = Scheduler(config.scheduler, self.kv_cache, max_model_len)
+        overlap = config.scheduler.async_scheduling
+        if overlap and not platform.supports_async_scheduling:
+            raise ValueError(f"async_scheduling: platform {platform.name!r} cannot overlap "
+                             "steps (its model runner needs every input token on the host)")
+        if overlap is None:
+            overlap = platform.executes_asynchronously and platform.supports_async_scheduling
+        self.async_scheduling = overlap
+        self._in_flight: _InFlightStep | None = None
         self.info = {
             **self.executor.collective_rpc("describe")[0],
             "kv_cache_blocks": self.num_blocks,
             "kv_cache_tokens": capacity,
             "max_model_len": max_model_len,
+            "async_scheduling": self.async_scheduling,
         }
+        # Start-up objects (the model, caches, graphs) live for the whole run: keep the
+        # cyclic garbage collector from scanning them again on every collection.
+        gc.collect()
+        gc.freeze()
 
     def add_request(self, request: Request) -> None:
         self.scheduler.add_request(request)
@@ -72,15 +99,33 @@ class EngineCore:
         self.scheduler.finish_requests(request_ids, RequestStatus.FINISHED_ABORTED)
 
     def has_unfinished_requests(self) -> bool:
-        return self.scheduler.has_unfinished_requests()
+        return self._in_flight is not None or self.scheduler.has_unfinished_requests()
 
     def step(self) -> list[EngineCoreOutput]:
-        """Schedule, run the model once, and report what each request produced."""
-        if not self.scheduler.has_unfinished_requests():
-            return []
-        scheduled = self.scheduler.schedule()
-        result = self.executor.execute_model(scheduled)
-        return self.scheduler.update_from_output(scheduled, result)
+        """Schedule and launch a step, and report what each request produced in the step
+        whose results arrived (this one, or the previous one when steps overlap)."""
+        outputs = []
+        if self._in_flight is not None and self._in_flight.blocks_overlap:
+            outputs += self._finish_in_flight()
+        launched = None
+        if self.scheduler.has_unfinished_requests():
+            scheduled = self.scheduler.schedule()
+            if not scheduled.is_empty or scheduled.finished_request_ids:
+                launched = _InFlightStep(
+                    scheduled, self.executor.execute_model(scheduled),
+                    any(self.scheduler.requests[item.request_id].needs_host_tokens
+                        for item in scheduled.scheduled if item.sample))
+        if self._in_flight is not None:
+            outputs += self._finish_in_flight()
+        self._in_flight = launched
+        if launched is not None and not self.async_scheduling:
+            outputs += self._finish_in_flight()
+        return outputs
+
+    def _finish_in_flight(self) -> list[EngineCoreOutput]:
+        step, self._in_flight = self._in_flight, None
+        assert step is not None
+        return self.scheduler.update_from_output(step.scheduled, step.result.result())
 
     def stats(self) -> EngineStats:
         s = self.kv_cache.stats

@@ -31,6 +31,7 @@ class KVCacheManager:
         self.pool = BlockPool(num_blocks, enable_prefix_caching)
         self.stats = PrefixCacheStats()
         self._blocks: dict[str, list[KVBlock]] = {}
+        self._block_ids: dict[str, list[int]] = {}
         self._num_hashed: dict[str, int] = {}
 
     @property
@@ -38,7 +39,9 @@ class KVCacheManager:
         return self.pool.usage
 
     def block_ids(self, request_id: str) -> list[int]:
-        return [b.block_id for b in self._blocks.get(request_id, ())]
+        """The request's block table. The list is live (it grows with the request): read
+        it before the next allocation, never modify it."""
+        return self._block_ids.get(request_id, [])
 
     def _update_hashes(self, request: Request, num_tokens: int) -> None:
         """Extend request.block_hashes over the full blocks of its first num_tokens tokens."""
@@ -84,10 +87,15 @@ class KVCacheManager:
             if not blocks:
                 del self._blocks[request.request_id]
             return False
-        self.pool.acquire(computed)
-        blocks.extend(computed)
+        ids = self._block_ids.setdefault(request.request_id, [])
+        if computed:
+            self.pool.acquire(computed)
+            blocks.extend(computed)
+            ids.extend(b.block_id for b in computed)
         if needed > 0:
-            blocks.extend(self.pool.allocate(needed))
+            new_blocks = self.pool.allocate(needed)
+            blocks.extend(new_blocks)
+            ids.extend(b.block_id for b in new_blocks)
         self._cache_full_blocks(request, min(start + num_new_tokens, request.num_tokens))
         return True
 
@@ -106,6 +114,7 @@ class KVCacheManager:
     def free(self, request: Request) -> None:
         """Release the request's blocks, tail first so a prefix outlives its suffix."""
         blocks = self._blocks.pop(request.request_id, [])
+        self._block_ids.pop(request.request_id, None)
         self._num_hashed.pop(request.request_id, None)
         self.pool.release(reversed(blocks))
 

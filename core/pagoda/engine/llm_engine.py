@@ -42,12 +42,14 @@ class LLMEngine:
         return str(next(self._ids))
 
     def add_request(self, request_id: str, prompt: PromptInput, params: SamplingParams,
-                    priority: int = 0) -> None:
+                    priority: int = 0, final_only: bool = False) -> None:
+        """Queue a request; `step()` reports it every step, or only once finished with
+        `final_only`."""
         if self.output_processor.has_request(request_id):
             raise ValueError(f"request id {request_id!r} is already in use")
         processed = self.input_processor.tokenize(prompt)
         requests = self.input_processor.make_requests(request_id, processed, params, priority)
-        self.output_processor.add(request_id, processed, requests)
+        self.output_processor.add(request_id, processed, requests, final_only)
         for request in requests:
             self.core.add_request(request)
 

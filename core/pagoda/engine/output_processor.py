@@ -53,6 +53,8 @@ class _Parent:
     children: dict[str, _Completion]
     prompt_logprobs: list[TokenLogprobs | None] | None
     arrival_time: float
+    final_only: bool = False
+    """Report the request only when it finishes (offline generation), not every step."""
     num_cached_tokens: int = 0
     first_token_time: float | None = None
 
@@ -78,7 +80,8 @@ class OutputProcessor:
         self._parents: dict[str, _Parent] = {}
         self._parent_of: dict[str, str] = {}
 
-    def add(self, request_id: str, prompt: ProcessedPrompt, requests: list[Request]) -> None:
+    def add(self, request_id: str, prompt: ProcessedPrompt, requests: list[Request],
+            final_only: bool = False) -> None:
         params = requests[0].sampling_params
         children = {}
         for index, request in enumerate(requests):
@@ -93,7 +96,7 @@ class OutputProcessor:
         self._parents[request_id] = _Parent(
             request_id, prompt, children,
             [None] if params.prompt_logprobs is not None else None,
-            requests[0].arrival_time,
+            requests[0].arrival_time, final_only,
         )
 
     def has_request(self, request_id: str) -> bool:
@@ -137,8 +140,10 @@ class OutputProcessor:
             updated[parent_id] = parent
         results = []
         for parent_id, parent in updated.items():
-            results.append(parent.output())
-            if parent.finished:
+            finished = parent.finished
+            if finished or not parent.final_only:
+                results.append(parent.output())
+            if finished:
                 del self._parents[parent_id]
                 for child_id in parent.children:
                     self._parent_of.pop(child_id, None)

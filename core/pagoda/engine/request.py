@@ -11,6 +11,10 @@ if TYPE_CHECKING:
     from pagoda.sampling_params import SamplingParams
 
 
+PLACEHOLDER_TOKEN_ID = -1
+"""Stands for a token sampled by a step whose result the host has not seen yet."""
+
+
 class RequestStatus(enum.Enum):
     WAITING = "waiting"
     RUNNING = "running"
@@ -46,6 +50,9 @@ class Request:
 
     output_token_ids: list[int] = field(default_factory=list)
     num_computed_tokens: int = 0
+    """Positions whose KV is computed or being computed (the last may be in flight)."""
+    num_inflight_tokens: int = 0
+    """Tokens being sampled by a step whose result has not arrived yet (0 or 1)."""
     status: RequestStatus = RequestStatus.WAITING
     stop_reason: int | str | None = None
     num_cached_tokens: int = -1
@@ -70,11 +77,22 @@ class Request:
         return len(self.output_token_ids)
 
     @property
+    def needs_host_tokens(self) -> bool:
+        """Whether sampling its next token needs its previous ones on the host (penalties,
+        bad words), so no step may be scheduled while one of its tokens is in flight."""
+        params = self.sampling_params
+        return params.has_penalties or bool(params.bad_words_token_ids)
+
+    @property
     def is_finished(self) -> bool:
         return self.status.finished
 
     def token_ids_between(self, start: int, end: int) -> list[int]:
-        """Token ids at positions [start, end) of prompt + output."""
+        """Token ids at positions [start, end) of prompt + output; positions of tokens in
+        flight are `PLACEHOLDER_TOKEN_ID` (the model runner fills them in on the device)."""
+        if end > self.num_tokens:
+            known = self.token_ids_between(start, self.num_tokens) if start < self.num_tokens else []
+            return known + [PLACEHOLDER_TOKEN_ID] * (end - max(start, self.num_tokens))
         prompt_len = len(self.prompt_token_ids)
         if end <= prompt_len:
             return self.prompt_token_ids[start:end]

@@ -5,6 +5,12 @@ one token, a partly computed prompt the rest of it), then waiting ones, under a 
 budget and a sequence limit; prompts longer than the budget are computed in chunks.
 When the KV cache runs out, the lowest-ranked running request (the newest under FCFS)
 is preempted: its blocks are freed and it is recomputed later, producing the same output.
+
+A step may be scheduled before the previous step's sampled tokens reach the host (the
+engine core overlaps host and device work): a request whose token is in flight is
+decoded at that token's position with a placeholder id the model runner fills in on the
+device. If the arriving token finishes the request, the step already scheduled for it
+computes one token that is thrown away.
 """
 
 from __future__ import annotations
@@ -56,13 +62,13 @@ class Scheduler:
             request = self.requests.get(request_id)
             if request is None or request.is_finished:
                 continue
-            if request.status == RequestStatus.RUNNING:
-                self.running.remove(request)
-            else:
-                self.waiting.remove(request)
             self._finish(request, status)
 
     def _finish(self, request: Request, status: RequestStatus) -> None:
+        if request.status == RequestStatus.RUNNING:
+            self.running.remove(request)
+        elif request in self.waiting:  # preempted while its last token was in flight
+            self.waiting.remove(request)
         request.status = status
         self.kv_cache.free(request)
         self._finished_ids.append(request.request_id)
@@ -93,7 +99,11 @@ class Scheduler:
         self.waiting.sort(key=self._rank)
 
     def _tokens_wanted(self, request: Request, budget: int) -> int:
-        remaining = request.num_tokens - request.num_computed_tokens
+        if request.num_inflight_tokens and (
+            request.num_output_tokens + request.num_inflight_tokens >= request.max_tokens
+        ):
+            return 0  # the token in flight is its last
+        remaining = request.num_tokens + request.num_inflight_tokens - request.num_computed_tokens
         return min(remaining, budget, self.max_model_len - request.num_computed_tokens)
 
     def schedule(self) -> SchedulerOutput:
@@ -171,9 +181,11 @@ class Scheduler:
                 num_computed_tokens=start,
                 token_ids=request.token_ids_between(start, start + num_new),
                 block_ids=self.kv_cache.block_ids(request.request_id),
-                sample=start + num_new == request.num_tokens,
+                sample=start + num_new == request.num_tokens + request.num_inflight_tokens,
             ))
             request.num_computed_tokens = start + num_new
+            if out.scheduled[-1].sample:
+                request.num_inflight_tokens += 1
         self._new_to_workers.clear()
         return out
 
@@ -186,15 +198,18 @@ class Scheduler:
         outputs = []
         for item in scheduled.scheduled:
             request = self.requests.get(item.request_id)
-            if request is None or request.status != RequestStatus.RUNNING:
-                continue  # aborted while the step ran
+            if request is None:
+                continue  # finished or aborted while the step ran
             prompt_lp = result.prompt_logprobs.get(item.request_id, [])
             token = result.sampled.get(item.request_id)
             if token is None:
-                if prompt_lp:
+                if prompt_lp and request.status == RequestStatus.RUNNING:
                     outputs.append(EngineCoreOutput(item.request_id, [],
                                                     new_prompt_logprobs=prompt_lp))
                 continue
+            if not request.num_inflight_tokens:
+                continue  # preempted and rescheduled since: this token will be recomputed
+            request.num_inflight_tokens -= 1
             request.output_token_ids.append(token)
             status = self._check_stop(request, token)
             logprobs = result.logprobs.get(item.request_id)
@@ -207,7 +222,6 @@ class Scheduler:
                 num_cached_tokens=max(request.num_cached_tokens, 0),
             ))
             if status is not None:
-                self.running.remove(request)
                 self._finish(request, status)
         return outputs
 

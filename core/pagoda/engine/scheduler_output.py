@@ -4,7 +4,7 @@ can cross process boundaries."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from pagoda.sampling_params import SamplingParams
@@ -70,6 +70,17 @@ class ModelRunnerOutput:
     logprobs: dict[str, TokenLogprobs] = field(default_factory=dict)
     prompt_logprobs: dict[str, list[TokenLogprobs]] = field(default_factory=dict)
     """Logprobs of the prompt tokens computed this step (each chunk of a prefill)."""
+
+    def result(self) -> ModelRunnerOutput:
+        """A finished output is its own result (see `StepResult`)."""
+        return self
+
+
+class StepResult(Protocol):
+    """What executing a step returns: its output, possibly still being computed."""
+
+    def result(self) -> ModelRunnerOutput:
+        """Wait for the step's sampled tokens and return them."""
 
 
 @dataclass

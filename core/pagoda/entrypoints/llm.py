@@ -23,43 +23,11 @@ class LLM:
     >>> llm.chat([{"role": "user", "content": "Hi!"}])[0].outputs[0].text
     """
 
-    def __init__(
-        self,
-        model: str | None = None,
-        *,
-        tokenizer: str | None = None,
-        device: str | None = None,
-        dtype: str = "auto",
-        max_model_len: int | None = None,
-        max_num_seqs: int = 256,
-        max_num_batched_tokens: int = 2048,
-        block_size: int = 16,
-        kv_cache_memory: int | None = None,
-        memory_fraction: float | None = None,
-        num_kv_blocks: int | None = None,
-        kv_cache_dtype: str = "auto",
-        enable_prefix_caching: bool = True,
-        enable_chunked_prefill: bool = True,
-        scheduling_policy: str = "fcfs",
-        attention_backend: str | None = None,
-        load_format: str = "auto",
-        seed: int = 0,
-        generation_config: str = "auto",
-        chat_template: str | None = None,
-        quantization: str | None = None,
-    ):
-        config = EngineConfig.from_options(
-            model=model, tokenizer=tokenizer, device=device, dtype=dtype,
-            max_model_len=max_model_len, max_num_seqs=max_num_seqs,
-            max_num_batched_tokens=max_num_batched_tokens, block_size=block_size,
-            kv_cache_memory=kv_cache_memory, memory_fraction=memory_fraction,
-            num_kv_blocks=num_kv_blocks, kv_cache_dtype=kv_cache_dtype,
-            enable_prefix_caching=enable_prefix_caching,
-            enable_chunked_prefill=enable_chunked_prefill, scheduling_policy=scheduling_policy,
-            attention_backend=attention_backend, load_format=load_format, seed=seed,
-            generation_config=generation_config, chat_template=chat_template,
-            quantization=quantization,
-        )
+    def __init__(self, model: str | None = None, **options: Any):
+        """`model`: HF directory, .gguf file, hub id or bundled name (None: the embedded
+        default). `options`: the engine options of `EngineConfig.from_options` (device,
+        dtype, max_model_len, max_num_seqs, gpu_memory_utilization, enforce_eager, ...)."""
+        config = EngineConfig.from_options(model=model, **options)
         self.engine = LLMEngine(config)
 
     def get_tokenizer(self) -> Any:
@@ -93,7 +61,8 @@ class LLM:
             for i, (prompt, params) in enumerate(zip(prompts, sampling_params)):
                 request_id = self.engine.next_request_id()
                 self.engine.add_request(request_id, prompt, params,
-                                        priority[i] if priority is not None else 0)
+                                        priority[i] if priority is not None else 0,
+                                        final_only=True)
                 order[request_id] = i
             return self._run(order, use_tqdm and len(prompts) > 1)
         except BaseException:

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 import torch
+
+if TYPE_CHECKING:
+    from pagoda.platforms.graphs import GraphCapture
 
 
 @dataclass(frozen=True)
@@ -15,6 +18,14 @@ class MemoryInfo:
 
     total: int
     available: int
+
+
+def budget_within_utilization(memory: MemoryInfo, utilization: float) -> int:
+    """KV cache bytes when this process may fill `utilization` of the device's total memory:
+    everything already in use counts against that share (weights, runtime context, cached
+    allocator blocks, other processes, and what `memory` reserves for activations)."""
+    in_use = memory.total - memory.available
+    return max(0, int(memory.total * utilization) - in_use)
 
 
 class Platform(ABC):
@@ -39,7 +50,15 @@ class Platform(ABC):
     """The fp8 flavour of this hardware, if it has one."""
 
     supports_graph_capture: ClassVar[bool] = False
-    """Whether decode steps can be captured as device graphs."""
+    """Whether decode steps can be captured as device graphs (see `graph_capture`)."""
+
+    executes_asynchronously: ClassVar[bool] = False
+    """Whether kernels run from a queue behind the host's back, so that the host can
+    prepare step N+1 while the device computes step N (torch.Event and pinned memory work)."""
+
+    supports_async_scheduling: ClassVar[bool] = True
+    """Whether its model runner fills in tokens still in flight (the scheduler's
+    placeholders), so that steps may overlap at all (`--async-scheduling`)."""
 
     distributed_backend: ClassVar[str]
     """torch.distributed backend between devices of this platform (gloo, nccl, ...)."""
@@ -76,8 +95,24 @@ class Platform(ABC):
         """Total and currently available memory of a device."""
 
     def default_kv_cache_bytes(self, memory: MemoryInfo) -> int:
-        """KV cache size when the user sets none: half the device's free memory."""
+        """KV cache size when the user sets none: half the memory available for it.
+
+        `memory` is measured after the model is loaded, with the largest step's
+        activations (from a profiling pass, where the platform tracks peaks) taken out.
+        """
         return memory.available // 2
+
+    def peak_memory_bytes(self, index: int = 0) -> int | None:
+        """Peak bytes the process allocated on the device since the last reset, or None
+        where the platform does not track it (then no profiling pass is run)."""
+        return None
+
+    def reset_peak_memory(self, index: int = 0) -> None:
+        """Start a new peak measurement for `peak_memory_bytes`."""
+
+    def graph_capture(self) -> GraphCapture | None:
+        """This device's graph capture, when `supports_graph_capture`."""
+        return None
 
     def torch_device(self, index: int = 0) -> torch.device:
         """The torch device for device `index`."""

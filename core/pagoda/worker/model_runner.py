@@ -1,4 +1,10 @@
-"""Runs one scheduled step: flatten, forward, logits, sample, all on the device."""
+"""Runs one scheduled step: flatten, forward, logits, sample, all on the device.
+
+`execute_model` launches the step and returns at once where the device runs
+asynchronously; the host reads the sampled ids only when the engine asks for the result.
+A token still in flight from the previous step (the scheduler's placeholder) is taken
+from that step's sampled ids on the device.
+"""
 
 from __future__ import annotations
 
@@ -8,13 +14,17 @@ import torch
 from torch import nn
 
 from pagoda.attention.backend import AttentionMetadataBuilder
-from pagoda.engine.scheduler_output import (
-    ModelRunnerOutput,
-    SchedulerOutput,
-    TokenLogprobs,
-)
+from pagoda.engine.request import PLACEHOLDER_TOKEN_ID
+from pagoda.engine.scheduler_output import SchedulerOutput
 from pagoda.sample import Sampler, SamplingState, compute_prompt_logprobs
-from pagoda.worker.step_inputs import build_step_inputs
+from pagoda.worker.decode_graphs import DecodeGraphs
+from pagoda.worker.step_inputs import StepInputs, build_step_inputs
+from pagoda.worker.step_result import (
+    PendingStepOutput,
+    PromptLogprobRows,
+    SampledRow,
+    copy_to_host,
+)
 
 
 @dataclass
@@ -35,6 +45,7 @@ class ModelRunner:
         vocab_size: int,
         device: torch.device,
         seed: int = 0,
+        device_is_async: bool = False,
     ):
         self.model = model
         self.kv_caches = kv_caches
@@ -42,8 +53,14 @@ class ModelRunner:
         self.block_size = block_size
         self.vocab_size = vocab_size
         self.device = device
+        self.device_is_async = device_is_async
         self.sampler = Sampler(device=device, seed=seed)
         self.states: dict[str, SamplingState] = {}
+        self.graphs: DecodeGraphs | None = None
+        self._last_sampled: torch.Tensor | None = None
+        """The previous step's sampled ids, on the device."""
+        self._last_rows: dict[str, int] = {}
+        """Request id -> its row in `_last_sampled`."""
 
     def _update_states(self, step: SchedulerOutput) -> None:
         for request_id in step.finished_request_ids:
@@ -76,44 +93,66 @@ class ModelRunner:
             ))
         return wanted
 
-    @torch.inference_mode()
-    def execute_model(self, step: SchedulerOutput) -> ModelRunnerOutput:
-        self._update_states(step)
-        result = ModelRunnerOutput()
-        if step.is_empty:
-            return result
-        inputs = build_step_inputs(step.scheduled, self.block_size, self.device)
-        metadata = self.builder.build(inputs.metadata)
-        hidden = self.model(inputs.input_ids, inputs.positions, self.kv_caches, metadata)
+    def _fill_in_flight_tokens(self, step: SchedulerOutput, inputs: StepInputs) -> None:
+        """Replace placeholders (tokens the previous step sampled) by their ids, on the device."""
+        targets, sources = [], []
+        for item, end in zip(step.scheduled, inputs.metadata.query_start_loc_cpu[1:]):
+            if item.token_ids[-1] == PLACEHOLDER_TOKEN_ID:
+                targets.append(end - 1)
+                sources.append(self._last_rows[item.request_id])
+        if not targets:
+            return
+        assert self._last_sampled is not None
+        index = torch.tensor(sources, dtype=torch.int64).to(self.device, non_blocking=True)
+        where = torch.tensor(targets, dtype=torch.int64).to(self.device, non_blocking=True)
+        inputs.input_ids.index_copy_(0, where, self._last_sampled.index_select(0, index))
 
+    def _forward(self, inputs: StepInputs) -> torch.Tensor:
+        if self.graphs is not None and self.graphs.can_run(inputs):
+            return self.graphs.run(inputs)
+        metadata = self.builder.build(inputs.metadata)
+        return self.model(inputs.input_ids, inputs.positions, self.kv_caches, metadata)
+
+    @torch.inference_mode()
+    def execute_model(self, step: SchedulerOutput) -> PendingStepOutput:
+        self._update_states(step)
+        if step.is_empty:
+            return PendingStepOutput([], None, None)
+        inputs = build_step_inputs(step.scheduled, self.block_size, self.device)
+        self._fill_in_flight_tokens(step, inputs)
+        hidden = self._forward(inputs)
+
+        pinned = self.device_is_async
+        rows, sampled, logprobs = [], None, None
         sampling = [(item, row) for item, row in zip(step.scheduled, inputs.last_token_index)
                     if item.sample]
         if sampling:
-            rows = torch.tensor([row for _, row in sampling], device=self.device)
-            logits = self.model.compute_logits(hidden[rows])
-            states = [self.states[item.request_id] for item, _ in sampling]
-            out = self.sampler(logits, states)
-            tokens = out.sampled_token_ids.tolist()
-            lp = None
+            index = torch.tensor([row for _, row in sampling], dtype=torch.int64)
+            logits = self.model.compute_logits(hidden[index.to(self.device, non_blocking=True)])
+            for item, _ in sampling:
+                state = self.states[item.request_id]
+                rows.append(SampledRow(item.request_id, state, len(state.output_token_ids)))
+            out = self.sampler(logits, [row.state for row in rows])
+            for row in rows:  # seeded draws and min_tokens count the token being sampled
+                row.state.output_token_ids.append(PLACEHOLDER_TOKEN_ID)
+            self._last_sampled = out.sampled_token_ids
+            self._last_rows = {row.request_id: i for i, row in enumerate(rows)}
+            sampled = copy_to_host(out.sampled_token_ids, pinned)
             if out.logprobs is not None:
-                lp = out.logprobs.tolists([s.params.logprobs or 0 for s in states])
-            for i, ((item, _), token) in enumerate(zip(sampling, tokens)):
-                states[i].output_token_ids.append(token)
-                result.sampled[item.request_id] = token
-                if lp is not None and states[i].params.logprobs is not None:
-                    result.logprobs[item.request_id] = TokenLogprobs(
-                        lp.token_ids[i], lp.logprobs[i], lp.ranks[i])
+                logprobs = type(out.logprobs)(*(copy_to_host(t, pinned) for t in out.logprobs))
 
+        pending = PendingStepOutput(rows, sampled, logprobs)
         starts = inputs.metadata.query_start_loc_cpu[:-1]
         for want in self._prompt_logprob_rows(step, starts):
             if not want.rows:
-                result.prompt_logprobs[want.request_id] = []
+                pending.prompt_logprobs.append(PromptLogprobRows(want.request_id, None))
                 continue
             logits = self.model.compute_logits(hidden[torch.tensor(want.rows, device=self.device)])
             targets = torch.tensor(want.targets, device=self.device)
-            plp = compute_prompt_logprobs(logits, targets, want.k).tolists()
-            result.prompt_logprobs[want.request_id] = [
-                TokenLogprobs(ids, lps, rank)
-                for ids, lps, rank in zip(plp.token_ids, plp.logprobs, plp.ranks)
-            ]
-        return result
+            plp = compute_prompt_logprobs(logits, targets, want.k)
+            pending.prompt_logprobs.append(PromptLogprobRows(
+                want.request_id, type(plp)(*(copy_to_host(t, pinned) for t in plp))))
+        if pinned:
+            pending.event = torch.Event(device=self.device)
+            pending.event.record()
+        return pending

@@ -16,9 +16,12 @@ from pagoda.executor.base import Worker as WorkerBase
 from pagoda.model_source import ModelSource
 from pagoda.ops import OpTable, use_ops
 from pagoda.platforms import resolve_platform
+from pagoda.platforms.platform import MemoryInfo, budget_within_utilization
 from pagoda.quant.selector import select_quant_method
+from pagoda.worker.decode_graphs import DecodeGraphs, default_capture_sizes
 from pagoda.worker.model_loading import attention_shape, build_model
 from pagoda.worker.model_runner import ModelRunner
+from pagoda.worker.profile_step import run_profile_step
 
 logger = logging.getLogger(__name__)
 
@@ -84,18 +87,43 @@ class Worker(WorkerBase):
                     self.source.name, self.platform.device_name(self.local_rank),
                     self.attn_backend.name, dtype, self.quant_method.name)
 
+    def profile_step_memory(self) -> int:
+        """Transient device memory of the largest step the scheduler may send, measured by
+        running one (which also compiles the prefill kernels); 0 where not measurable."""
+        if self.platform.peak_memory_bytes(self.local_rank) is None:
+            return 0
+        self.platform.synchronize(self.local_rank)
+        self.platform.reset_peak_memory(self.local_rank)
+        baseline = self.platform.peak_memory_bytes(self.local_rank) or 0
+        sched = self.config.scheduler
+        run_profile_step(self.model, self.kv_spec, self.attn_backend, self.device,
+                         num_tokens=sched.max_num_batched_tokens,
+                         max_seq_len=self.config.model.max_model_len,
+                         num_sampled=sched.max_num_seqs)
+        self.platform.synchronize(self.local_rank)
+        peak = (self.platform.peak_memory_bytes(self.local_rank) or 0) - baseline
+        logger.info("Profiling step of %d tokens: %.2f GiB of activations",
+                    sched.max_num_batched_tokens, peak / 2**30)
+        return max(peak, 0)
+
     def determine_num_kv_blocks(self) -> int:
         cache = self.config.cache
         if cache.num_blocks_override is not None:
             return cache.num_blocks_override
         per_block = self.kv_spec.block_bytes * self.num_layers
-        memory = self.platform.memory_info(self.local_rank)
         if cache.kv_cache_memory is not None:
             budget = cache.kv_cache_memory
         elif cache.memory_fraction is not None:
+            memory = self.platform.memory_info(self.local_rank)
             budget = int(memory.available * cache.memory_fraction)
         else:
-            budget = self.platform.default_kv_cache_bytes(memory)
+            step_peak = self.profile_step_memory()
+            measured = self.platform.memory_info(self.local_rank)
+            memory = MemoryInfo(measured.total, max(0, measured.available - step_peak))
+            if cache.gpu_memory_utilization is not None:
+                budget = budget_within_utilization(memory, cache.gpu_memory_utilization)
+            else:
+                budget = self.platform.default_kv_cache_bytes(memory)
         # More than every sequence at full length can never be in use at once.
         useful = self.config.scheduler.max_num_seqs * self.config.model.max_model_len
         num_blocks = min(budget // per_block, -(-useful // self.kv_spec.block_size))
@@ -112,10 +140,24 @@ class Worker(WorkerBase):
         kv_caches = [torch.empty(shape, dtype=self.kv_spec.dtype, device=self.device)
                      for _ in range(self.num_layers)]
         builder = self.attn_backend.get_builder_cls()(self.kv_spec, self.device)
-        self.runner = ModelRunner(
-            self.model, kv_caches, builder, self.kv_spec.block_size,
-            self.hf_config.vocab_size, self.device, seed=self.config.model.seed,
-        )
+        with use_ops(self.ops):  # the sampler resolves the platform's sampling kernel
+            self.runner = ModelRunner(
+                self.model, kv_caches, builder, self.kv_spec.block_size,
+                self.hf_config.vocab_size, self.device, seed=self.config.model.seed,
+                device_is_async=self.platform.executes_asynchronously,
+            )
+        capture = self.platform.graph_capture()
+        if (capture is not None and not self.config.enforce_eager
+                and self.attn_backend.supports_graph_capture):
+            block_size = self.kv_spec.block_size
+            max_len = min(self.config.model.max_model_len or num_blocks * block_size,
+                          num_blocks * block_size)
+            sizes = self.config.graph_batch_sizes or default_capture_sizes(
+                self.config.scheduler.max_num_seqs)
+            self.runner.graphs = DecodeGraphs(
+                self.model, kv_caches, builder, capture, sizes, -(-max_len // block_size),
+                block_size, self.device)
+            self.runner.graphs.capture_all()
 
     def execute_model(self, scheduler_output: SchedulerOutput) -> ModelRunnerOutput:
         assert self.runner is not None, "initialize_cache() must run before execute_model()"
@@ -128,5 +170,7 @@ class Worker(WorkerBase):
             "attention_backend": self.attn_backend.name,
             "dtype": str(self._dtypes()[0]).removeprefix("torch."),
             "quantization": self.quant_method.name,
+            "graph_batch_sizes": self.runner.graphs.sizes if self.runner and self.runner.graphs
+            else [],
             "ops": dict(self.ops.providers),
         }

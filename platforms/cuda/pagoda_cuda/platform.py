@@ -2,26 +2,18 @@
 
 from __future__ import annotations
 
-import os
+from typing import TYPE_CHECKING
 
 import torch
 
 from pagoda.platforms import MemoryInfo, Platform
+from pagoda.platforms.platform import budget_within_utilization
 
-MEMORY_UTILIZATION_ENV = "PAGODA_GPU_MEMORY_UTILIZATION"
+if TYPE_CHECKING:
+    from pagoda.platforms.graphs import GraphCapture
+
 DEFAULT_MEMORY_UTILIZATION = 0.9
-
-
-def kv_cache_budget(memory: MemoryInfo, utilization: float) -> int:
-    """Bytes left for the KV cache when this process may fill `utilization` of the device.
-
-    Everything already in use is charged against that share: weights, the CUDA context,
-    torch's cache and other processes on the GPU (measured after the model is loaded).
-    The remaining (1 - utilization) of the device is the headroom for activations, since
-    no profiling forward pass is run before the cache is sized.
-    """
-    in_use = memory.total - memory.available
-    return max(0, int(memory.total * utilization) - in_use)
+"""Share of the GPU's memory the engine fills unless `--gpu-memory-utilization` says."""
 
 
 class CudaPlatform(Platform):
@@ -30,20 +22,14 @@ class CudaPlatform(Platform):
     dispatch_key = "CUDA"
     supported_dtypes: tuple[torch.dtype, ...] = (torch.bfloat16, torch.float16, torch.float32)
     supports_graph_capture = True
+    executes_asynchronously = True
     distributed_backend = "nccl"
     visible_devices_env = "CUDA_VISIBLE_DEVICES"
     preferred_attention_backends = ("triton", "reference")
     supported_quant_methods = ("none",)
     executor = "uniproc"
 
-    def __init__(self, memory_utilization: float | None = None):
-        if memory_utilization is None:
-            memory_utilization = float(os.environ.get(MEMORY_UTILIZATION_ENV,
-                                                      DEFAULT_MEMORY_UTILIZATION))
-        if not 0 < memory_utilization <= 1:
-            raise ValueError(f"GPU memory utilization must be in (0, 1], got "
-                             f"{memory_utilization} ({MEMORY_UTILIZATION_ENV})")
-        self.memory_utilization = memory_utilization
+    def __init__(self) -> None:
         major, minor = self.capability(0)
         if major < 8:  # bfloat16 tensor cores (and Triton's bf16 dot) start with Ampere
             self.supported_dtypes = (torch.float16, torch.float32)
@@ -70,9 +56,20 @@ class CudaPlatform(Platform):
         return MemoryInfo(total, free)
 
     def default_kv_cache_bytes(self, memory: MemoryInfo) -> int:
-        """`memory_utilization` (default 0.9, env PAGODA_GPU_MEMORY_UTILIZATION) of the
-        device's total memory, minus what is already in use; see `kv_cache_budget`."""
-        return kv_cache_budget(memory, self.memory_utilization)
+        """What fits in 90% of the GPU after the weights, the runtime, other processes and
+        the largest step's activations (see `budget_within_utilization`)."""
+        return budget_within_utilization(memory, DEFAULT_MEMORY_UTILIZATION)
+
+    def peak_memory_bytes(self, index: int = 0) -> int | None:
+        return torch.cuda.max_memory_allocated(index)
+
+    def reset_peak_memory(self, index: int = 0) -> None:
+        torch.cuda.reset_peak_memory_stats(index)
+
+    def graph_capture(self) -> GraphCapture:
+        from pagoda_cuda.graphs import CudaGraphCapture
+
+        return CudaGraphCapture()
 
     def torch_device(self, index: int = 0) -> torch.device:
         return torch.device("cuda", index)
@@ -86,5 +83,4 @@ class CudaPlatform(Platform):
     def describe(self) -> dict[str, object]:
         info = super().describe()
         info["capability"] = ".".join(map(str, self.capability(0)))
-        info["memory_utilization"] = self.memory_utilization
         return info

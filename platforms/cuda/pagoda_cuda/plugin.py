@@ -12,16 +12,18 @@ from pagoda.plugins import (
 from pagoda_cuda import __version__
 
 PLATFORM = "cuda"
-TARGET_PLUGIN_API = 1  # the pagoda plugin API this package was built against
+TARGET_PLUGIN_API = 2  # the pagoda plugin API this package was built against
 _TRITON = "pagoda.kernels.triton"
 _CHECKS = "pagoda_cuda.kernels"
 TRITON_OPS = ("rms_norm", "fused_add_rms_norm", "rotary_embedding", "silu_and_mul",
-              "reshape_and_cache", "paged_attention")
+              "reshape_and_cache", "paged_attention", "sample_from_logits")
 
 
 @hookimpl
 def pagoda_plugin_info() -> PluginInfo:
-    return PluginInfo("cuda", __version__, TARGET_PLUGIN_API, "NVIDIA GPUs through PyTorch + Triton")
+    return PluginInfo("cuda", __version__, TARGET_PLUGIN_API,
+                      "NVIDIA GPUs through PyTorch + Triton", package="pagoda-cuda",
+                      verified_on="one NVIDIA H200 (sm_90, CUDA 13, Triton 3.6): bash ci/gpu.sh")
 
 
 @hookimpl

@@ -18,6 +18,7 @@ pytest.importorskip("pagoda_cuda", reason="pagoda-cuda is not installed")
 from pagoda import LLM, SamplingParams  # noqa: E402
 from pagoda.ops import OPS, OpTable  # noqa: E402
 from pagoda.platforms import Platform, resolve_platform  # noqa: E402
+from pagoda.platforms.platform import budget_within_utilization  # noqa: E402
 from pagoda.testing import (  # noqa: E402
     DTYPES,
     BackendEntry,
@@ -28,7 +29,6 @@ from pagoda.testing import (  # noqa: E402
     dtype_name,
     kernel_providers,
 )
-from pagoda_cuda.platform import kv_cache_budget  # noqa: E402
 from pagoda_cuda.plugin import TRITON_OPS  # noqa: E402
 from tests.engine.tiny_models import VOCAB, make_checkpoint, tiny_configs  # noqa: E402
 
@@ -70,7 +70,10 @@ def test_memory(cuda: Platform) -> None:
     mem = cuda.memory_info(0)
     free, total = torch.cuda.mem_get_info(0)
     assert mem.total == total and 0 < mem.available <= total
-    assert cuda.default_kv_cache_bytes(mem) == kv_cache_budget(mem, 0.9)
+    assert cuda.default_kv_cache_bytes(mem) == budget_within_utilization(mem, 0.9)
+    cuda.reset_peak_memory(0)
+    x = torch.empty(2**28, dtype=torch.uint8, device="cuda")
+    assert cuda.peak_memory_bytes(0) >= x.numel()
 
 
 def test_ops_resolve_to_triton() -> None:
@@ -154,3 +157,75 @@ def test_bfloat16_generation(tmp_path: Path) -> None:
     assert (info["dtype"], info["attention_backend"]) == ("bfloat16", "triton")
     [tokens] = _greedy(llm, _prompts(4, [20]))
     assert len(tokens) == GREEDY.max_tokens
+
+
+def test_graphs_and_overlap_match_eager_sync_steps(tmp_path: Path) -> None:
+    """Decode graphs (padded batch sizes) with overlapped steps give the tokens of eager,
+    synchronous steps: greedy, seeded sampling, and under preemption."""
+    path = str(make_checkpoint(tmp_path, tiny_configs()["qwen3"]))
+    prompts = _prompts(5, [3, 17, 9, 30, 1])  # five sequences pad to a graph of 8
+    common = dict(dtype="float32", block_size=16, num_kv_blocks=256)
+    fast = LLM(path, device="cuda", **common)
+    info = fast.engine.core.info
+    assert info["async_scheduling"] and 8 in info["graph_batch_sizes"]
+    eager = LLM(path, device="cuda", enforce_eager=True, async_scheduling=False, **common)
+    assert eager.engine.core.info["graph_batch_sizes"] == []
+    assert _greedy(fast, prompts) == _greedy(eager, prompts)
+    seeded = SamplingParams(temperature=0.9, top_p=0.95, seed=7, max_tokens=12, ignore_eos=True)
+
+    def sample(llm: LLM) -> list[list[int]]:
+        outs = llm.generate([{"prompt_token_ids": p} for p in prompts], seeded, use_tqdm=False)
+        return [o.outputs[0].token_ids for o in outs]
+
+    assert sample(fast) == sample(eager)
+    tight = LLM(path, device="cuda", dtype="float32", block_size=4, num_kv_blocks=14)
+    assert _greedy(tight, prompts) == _greedy(eager, prompts)
+    assert tight.engine.core.stats().num_preemptions > 0
+    assert tight.engine.core.stats().kv_cache_usage == 0.0
+
+
+def test_launching_a_step_does_not_wait_for_the_gpu(tmp_path: Path) -> None:
+    """No device-to-host sync while a step is launched: the host reads sampled ids later."""
+    path = str(make_checkpoint(tmp_path, tiny_configs()["llama"]))
+    llm = LLM(path, device="cuda", dtype="bfloat16", num_kv_blocks=64)
+    runner = llm.engine.core.executor.worker.runner
+    launch, launched = runner.execute_model, []
+
+    def strict_launch(step):
+        torch.cuda.set_sync_debug_mode("error")
+        try:
+            out = launch(step)
+        finally:
+            torch.cuda.set_sync_debug_mode("default")
+        launched.append(len(step.scheduled))
+        return out
+
+    runner.execute_model = strict_launch
+    params = [SamplingParams(temperature=0.0, max_tokens=8, ignore_eos=True),
+              SamplingParams(temperature=0.8, top_k=20, seed=3, max_tokens=8, ignore_eos=True,
+                             logprobs=2)]
+    outs = llm.generate([{"prompt_token_ids": p} for p in _prompts(6, [12, 40])], params,
+                        use_tqdm=False)
+    assert [len(o.outputs[0].token_ids) for o in outs] == [8, 8] and len(launched) >= 8
+
+
+def test_gpu_memory_utilization_caps_the_kv_cache(tmp_path: Path) -> None:
+    """The cache fills what the cap leaves after weights, activations and everything else
+    in use; many sequences so that the cap, not the longest useful cache, decides."""
+    import gc
+
+    path = str(make_checkpoint(tmp_path, tiny_configs()["llama"]))
+    total = torch.cuda.mem_get_info(0)[1]
+
+    def kv_bytes(utilization: float) -> int:
+        llm = LLM(path, device="cuda", dtype="bfloat16", enforce_eager=True,
+                  max_num_seqs=1_000_000, gpu_memory_utilization=utilization)
+        worker = llm.engine.core.executor.worker
+        size = llm.engine.core.info["kv_cache_blocks"] * worker.kv_spec.block_bytes * 2
+        del llm, worker
+        gc.collect()
+        return size
+
+    small, large = kv_bytes(0.05), kv_bytes(0.1)
+    assert 0 < small <= 0.05 * total
+    assert large - small > 0.04 * total  # the extra 5% of the GPU all went to the cache

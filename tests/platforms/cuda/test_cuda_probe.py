@@ -16,11 +16,9 @@ import torch
 pytest.importorskip("pagoda_cuda", reason="pagoda-cuda is not installed")
 
 from pagoda.ops import OPS, OpTable  # noqa: E402
-from pagoda.platforms import MemoryInfo  # noqa: E402
 from pagoda.plugins import get_registries, load_target  # noqa: E402
 from pagoda_cuda import nvml, probe  # noqa: E402
 from pagoda_cuda.nvml import GpuInfo, driver_gpus, proc_gpus, visible_gpus  # noqa: E402
-from pagoda_cuda.platform import kv_cache_budget  # noqa: E402
 from pagoda_cuda.plugin import TRITON_OPS  # noqa: E402
 
 HAS_GPU = torch.cuda.is_available()
@@ -65,7 +63,7 @@ def test_listed_by_pagoda_plugins() -> None:
     result = subprocess.run([sys.executable, "-m", "pagoda.cli.main", "plugins", "--json"],
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
-    rec = {p["name"]: p for p in json.loads(result.stdout)}["cuda"]
+    rec = {p["name"]: p for p in json.loads(result.stdout)["plugins"]}["cuda"]
     assert (rec["status"], rec["distribution"], rec["version"]) == ("loaded", "pagoda-cuda",
                                                                     "0.1.0")
     assert rec["attention_backends"] == ["triton"]
@@ -157,14 +155,6 @@ def test_reasons_when_gpus_are_missing_or_hidden(monkeypatch: pytest.MonkeyPatch
     assert probe.find_gpus() == ([], "CUDA_VISIBLE_DEVICES='' hides all 1 GPUs")
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
     assert probe.find_gpus() == ([H200], None)
-
-
-def test_kv_cache_budget_is_utilization_minus_memory_in_use() -> None:
-    gib = 2**30
-    after_load = MemoryInfo(total=140 * gib, available=122 * gib)  # 18 GiB in use
-    assert kv_cache_budget(after_load, 0.9) == int(140 * gib * 0.9) - 18 * gib
-    assert kv_cache_budget(after_load, 0.5) == 52 * gib
-    assert kv_cache_budget(MemoryInfo(total=140 * gib, available=10 * gib), 0.9) == 0
 
 
 def test_triton_backend_validation() -> None:

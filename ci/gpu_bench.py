@@ -1,0 +1,225 @@
+"""The GPU benchmarks of pagoda-cuda (A-F), each side by side with HF transformers or with
+Pagoda's own offline run, with the hardware roofline; prints a table, writes JSON.
+
+    python ci/gpu_bench.py OUT_DIR [A B C D E F]     (default: all)
+
+A  Llama-3-8B shape, 1000 prompts, 128 in / 128 out (pagoda and HF, offline)
+B  the same, 1024 in / 128 out
+C  the same model, one request at a time, 128 in / 128 out (time per output token)
+D  Qwen3-0.6B shape, 256 requests, lengths uniform in 100..1024, temperature 0.6
+E  `pagoda bench serve` against `pagoda serve` on workload A, and the offline run beside it
+F  cold start of `pagoda serve` with the 8B dummy model, to /health answering
+P  a profile of decode steps of 1000 sequences of the 8B model (what limits A)
+
+Dummy bf16 weights, random prompts, ignore_eos. Roofline figures use the H200 as measured
+(../shared/FACTS.md): bf16 matmul 790 TFLOP/s, device copy 4.24 TB/s.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+from stand_in_tokenizer import save_stand_in_tokenizer  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+PEAK_FLOPS = 790e12
+PEAK_BYTES_PER_S = 4.24e12
+PAGODA = [sys.executable, "-m", "pagoda.cli.main"]
+# Pagoda shares the GPU with HF's copy of the model in the side-by-side runs.
+SHARED_GPU = ["--gpu-memory-utilization", "0.5"]
+THROUGHPUT = ["--max-num-seqs", "1024", "--max-num-batched-tokens", "8192"]
+
+
+def model_dir(name: str) -> Path:
+    path = Path(tempfile.mkdtemp()) / name
+    path.mkdir()
+    shutil.copy(ROOT / "ci" / "models" / name / "config.json", path)
+    save_stand_in_tokenizer(path)
+    return path
+
+
+def shape(path: Path) -> dict[str, float]:
+    """Parameters and per-token costs of a model from its config."""
+    c = json.loads((path / "config.json").read_text())
+    h, layers, vocab = c["hidden_size"], c["num_hidden_layers"], c["vocab_size"]
+    heads, kv = c["num_attention_heads"], c["num_key_value_heads"]
+    hd = c.get("head_dim") or h // heads
+    per_layer = h * hd * (2 * heads + 2 * kv) + 3 * h * c["intermediate_size"]
+    matmul_params = layers * per_layer + vocab * h  # the lm_head reads all of it
+    return {"matmul_params": matmul_params, "layers": layers, "heads": heads, "head_dim": hd,
+            "weight_bytes": 2 * matmul_params}
+
+
+def flops(s: dict[str, float], prompt_len: float, output_len: float) -> float:
+    """FLOPs of one request: 2 per weight per token, plus attention (QK and PV) over the
+    context each token sees."""
+    tokens = prompt_len + output_len
+    attention = 4 * s["layers"] * s["heads"] * s["head_dim"] * tokens * tokens / 2
+    return 2 * s["matmul_params"] * tokens + attention
+
+
+def run(cmd: list[str], log: Path, timeout: float = 900) -> None:
+    print("$", " ".join(cmd), flush=True)
+    with open(log, "w") as f:
+        proc = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, timeout=timeout)
+    print(log.read_text()[-2500:], flush=True)
+    if proc.returncode:
+        raise RuntimeError(f"{cmd[3:5]} failed ({proc.returncode}); see {log}")
+
+
+def throughput(out: Path, tag: str, model: Path, args: list[str]) -> dict:
+    result = out / f"{tag}.json"
+    run([*PAGODA, "bench", "throughput", str(model), "--device", "cuda", "--load-format",
+         "dummy", "--dtype", "bfloat16", *args, "--output-json", str(result)], out / f"{tag}.log")
+    return json.loads(result.read_text())
+
+
+def offline_row(name: str, run_: dict, s: dict, goal: str) -> dict:
+    a = run_["args"]
+    mean_in = a["input_len"]
+    mean_out = a["output_len"]
+    ours = run_["results"]["pagoda"]
+    n = ours["num_requests"]
+    work = n * flops(s, mean_in, mean_out)
+    row = {"benchmark": name, "pagoda out tok/s": ours["output_tokens_per_s"],
+           "pagoda total tok/s": ours["total_tokens_per_s"],
+           "compute roofline": work / ours["elapsed_s"] / PEAK_FLOPS, "goal": goal}
+    if "hf" in run_["results"]:
+        row["hf out tok/s"] = run_["results"]["hf"]["output_tokens_per_s"]
+        row["ratio"] = run_["speedup"]["pagoda/hf"]
+    return row
+
+
+def bench_a(out: Path, llama: Path, s: dict) -> dict:
+    r = throughput(out, "A", llama, ["--backend", "pagoda,hf", "--num-prompts", "1000",
+                                     "--input-len", "128", "--output-len", "128",
+                                     "--hf-batch-size", "256", *SHARED_GPU, *THROUGHPUT])
+    return offline_row("A 8B 1000x(128,128)", r, s, ">= 15000 out tok/s")
+
+
+def bench_b(out: Path, llama: Path, s: dict) -> dict:
+    r = throughput(out, "B", llama, ["--backend", "pagoda,hf", "--num-prompts", "1000",
+                                     "--input-len", "1024", "--output-len", "128",
+                                     "--hf-batch-size", "256", *SHARED_GPU, *THROUGHPUT])
+    return offline_row("B 8B 1000x(1024,128)", r, s, "report vs roofline")
+
+
+def bench_c(out: Path, llama: Path, s: dict) -> dict:
+    result = out / "C.json"
+    run([*PAGODA, "bench", "latency", str(llama), "--device", "cuda", "--load-format", "dummy",
+         "--dtype", "bfloat16", "--backend", "pagoda,hf", "--batch-size", "1", "--input-len",
+         "128", "--output-len", "128", "--num-iters", "3", "--num-iters-warmup", "1",
+         *SHARED_GPU, "--output-json", str(result)], out / "C.log")
+    r = json.loads(result.read_text())
+    tpot = {k: v["latency_s"]["mean"] / 128 for k, v in r["results"].items()}
+    bound = s["weight_bytes"] / PEAK_BYTES_PER_S
+    return {"benchmark": "C 8B single stream (128,128)", "pagoda TPOT ms": 1e3 * tpot["pagoda"],
+            "hf TPOT ms": 1e3 * tpot.get("hf", float("nan")),
+            "ratio": tpot.get("hf", float("nan")) / tpot["pagoda"],
+            "weights-bound TPOT ms": 1e3 * bound, "bandwidth roofline": bound / tpot["pagoda"],
+            "goal": "TPOT <= 4.6 ms (latency incl. prefill / 128)"}
+
+
+def bench_d(out: Path, qwen: Path, s: dict) -> dict:
+    # Lengths uniform in [100, 1024]: mean 562, range ratio 462/562.
+    r = throughput(out, "D", qwen, ["--backend", "pagoda,hf", "--num-prompts", "256",
+                                    "--input-len", "562", "--output-len", "562",
+                                    "--range-ratio", str(462 / 562), "--temperature", "0.6",
+                                    "--hf-batch-size", "128", "--gpu-memory-utilization", "0.3",
+                                    *THROUGHPUT])
+    return offline_row("D Qwen3-0.6B 256x(100..1024), T=0.6", r, s, ">= 15000 out tok/s")
+
+
+def wait_ready(url: str, proc: subprocess.Popen, timeout: float) -> float:
+    start = time.monotonic()
+    while time.monotonic() - start < timeout:
+        if proc.poll() is not None:
+            raise RuntimeError(f"pagoda serve exited with {proc.returncode}")
+        try:
+            with urllib.request.urlopen(url + "/health", timeout=2) as response:
+                if response.status == 200:
+                    return time.monotonic() - start
+        except OSError:
+            pass
+        time.sleep(0.2)
+    raise TimeoutError("pagoda serve did not become ready")
+
+
+def bench_e_f(out: Path, llama: Path, s: dict) -> list[dict]:
+    offline = throughput(out, "E-offline", llama, ["--num-prompts", "1000", "--input-len",
+                                                   "128", "--output-len", "128", *THROUGHPUT])
+    port = 8765
+    with open(out / "E-serve.log", "w") as log:
+        proc = subprocess.Popen([*PAGODA, "serve", str(llama), "--device", "cuda",
+                                 "--load-format", "dummy", "--dtype", "bfloat16", "--port",
+                                 str(port), *THROUGHPUT],
+                                stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            ready = wait_ready(f"http://127.0.0.1:{port}", proc, 600)
+            result = out / "E.json"
+            run([*PAGODA, "bench", "serve", "--url", f"http://127.0.0.1:{port}",
+                 "--num-prompts", "1000", "--input-len", "128", "--output-len", "128",
+                 "--request-rate", "inf", "--output-json", str(result)], out / "E.log")
+            online = json.loads(result.read_text())
+        finally:
+            os.killpg(proc.pid, signal.SIGTERM)
+            proc.wait(60)
+    print((out / "E-serve.log").read_text()[-3000:])
+    off = offline["results"]["pagoda"]["output_tokens_per_s"]
+    e = {"benchmark": "E serve 8B 1000x(128,128), rate inf",
+         "pagoda out tok/s": online["output_throughput"], "offline out tok/s": off,
+         "online/offline": online["output_throughput"] / off,
+         "TTFT ms p50/p99": f"{online['ttft_ms']['median']:.0f}/{online['ttft_ms']['p99']:.0f}",
+         "TPOT ms p50/p99": f"{online['tpot_ms']['median']:.1f}/{online['tpot_ms']['p99']:.1f}",
+         "failed": online["failed"], "goal": "online >= 90% of offline"}
+    f = {"benchmark": "F cold start, pagoda serve 8B dummy", "seconds to ready": ready,
+         "goal": "report"}
+    return [e, f]
+
+
+def profile(out: Path, llama: Path) -> list[dict]:
+    run([sys.executable, str(ROOT / "ci" / "profile_step.py"), str(llama), "--device", "cuda",
+         "--load-format", "dummy", "--dtype", "bfloat16", "--num-seqs", "1000",
+         "--input-len", "128", "--steps", "10"], out / "P.log")
+    return []
+
+
+def main() -> int:
+    out = Path(sys.argv[1])
+    out.mkdir(parents=True, exist_ok=True)
+    wanted = sys.argv[2:] or list("ABCDEF")
+    llama, qwen = model_dir("llama3-8b"), model_dir("qwen3-0.6b")
+    s8, s06 = shape(llama), shape(qwen)
+    rows, failures = [], []
+    plan = {"P": lambda: profile(out, llama),
+            "A": lambda: [bench_a(out, llama, s8)], "B": lambda: [bench_b(out, llama, s8)],
+            "C": lambda: [bench_c(out, llama, s8)], "D": lambda: [bench_d(out, qwen, s06)],
+            "E": lambda: bench_e_f(out, llama, s8)}
+    for key in dict.fromkeys("E" if k == "F" else k for k in wanted):
+        try:
+            rows += plan[key]()
+        except Exception as exc:  # one failed benchmark must not hide the others
+            failures.append(f"{key}: {exc}")
+            print(f"benchmark {key} failed: {exc}", flush=True)
+    (out / "benchmarks.json").write_text(json.dumps(rows, indent=2))
+    print("\n== results")
+    for row in rows:
+        print(" | ".join(f"{k}: {v:.3g}" if isinstance(v, float) else f"{k}: {v}"
+                         for k, v in row.items()))
+    for failure in failures:
+        print("FAILED", failure)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

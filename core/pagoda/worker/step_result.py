@@ -1,0 +1,78 @@
+"""A launched step's results, read back to the host only when the engine asks."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+from pagoda.engine.scheduler_output import ModelRunnerOutput, TokenLogprobs
+from pagoda.sample import LogprobsTensors, SamplingState
+
+
+def copy_to_host(tensor: torch.Tensor, pinned: bool) -> torch.Tensor:
+    """Queue a device-to-host copy behind the work that produces `tensor`; with `pinned`,
+    it does not wait for that work (read it after the step's event completes)."""
+    if not pinned:
+        return tensor.cpu()
+    host = torch.empty(tensor.shape, dtype=tensor.dtype, pin_memory=True)
+    return host.copy_(tensor, non_blocking=True)
+
+
+@dataclass
+class SampledRow:
+    """One request that samples this step: its state and where its token goes."""
+
+    request_id: str
+    state: SamplingState
+    output_index: int
+    """Index of this step's placeholder in `state.output_token_ids`."""
+
+
+@dataclass
+class PromptLogprobRows:
+    request_id: str
+    logprobs: LogprobsTensors | None
+    """Host tensors (None: the chunk holds no position whose next token is in the prompt)."""
+
+
+@dataclass
+class PendingStepOutput:
+    """Sampled ids (and logprobs) on their way to the host while the device may still be
+    computing them, and later steps are already being prepared."""
+
+    rows: list[SampledRow]
+    sampled: torch.Tensor | None  # [len(rows)] on the host, filled when `event` completes
+    logprobs: LogprobsTensors | None
+    prompt_logprobs: list[PromptLogprobRows] = field(default_factory=list)
+    event: torch.Event | None = None
+    _output: ModelRunnerOutput | None = None
+
+    def result(self) -> ModelRunnerOutput:
+        if self._output is not None:
+            return self._output
+        if self.event is not None:
+            self.event.synchronize()
+        out = ModelRunnerOutput()
+        if self.sampled is not None:
+            tokens = self.sampled.tolist()
+            lp = None
+            if self.logprobs is not None:
+                lp = self.logprobs.tolists([row.state.params.logprobs or 0 for row in self.rows])
+            for i, (row, token) in enumerate(zip(self.rows, tokens, strict=True)):
+                row.state.output_token_ids[row.output_index] = token
+                out.sampled[row.request_id] = token
+                if lp is not None and row.state.params.logprobs is not None:
+                    out.logprobs[row.request_id] = TokenLogprobs(
+                        lp.token_ids[i], lp.logprobs[i], lp.ranks[i])
+        for want in self.prompt_logprobs:
+            if want.logprobs is None:
+                out.prompt_logprobs[want.request_id] = []
+                continue
+            plp = want.logprobs.tolists()
+            out.prompt_logprobs[want.request_id] = [
+                TokenLogprobs(ids, lps, rank)
+                for ids, lps, rank in zip(plp.token_ids, plp.logprobs, plp.ranks, strict=True)
+            ]
+        self._output = out
+        return out
