@@ -99,3 +99,13 @@ def test_run_batch(tiny_model: Path, tmp_path: Path):
     assert "frobnicate" in bad["response"]["body"]["error"]["message"]
     assert wrong_url["response"] is None and "url" in wrong_url["error"]["message"]
     assert broken["error"]["code"] == "invalid_json"
+
+
+def test_serve_refuses_bad_options_and_unusable_devices_at_once(tiny_model: Path):
+    """Before any model or engine process starts: a clear message, no traceback."""
+    bad = pagoda("serve", str(tiny_model), "--gpu-memory-utilization", "1.5", timeout=60)
+    assert bad.returncode != 0 and "gpu_memory_utilization must be in (0, 1]" in bad.stderr
+    assert "Traceback" not in bad.stderr
+    missing = pagoda("serve", str(tiny_model), "--device", "cuda", timeout=60)
+    assert missing.returncode != 0 and "pagoda serve: error:" in missing.stderr
+    assert "cuda" in missing.stderr and "Traceback" not in missing.stderr
