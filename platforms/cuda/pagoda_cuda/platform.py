@@ -6,17 +6,13 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from pagoda.platforms import MemoryInfo, Platform
-from pagoda.platforms.platform import budget_within_utilization
+from pagoda.platforms.accelerator import AcceleratorPlatform
 
 if TYPE_CHECKING:
     from pagoda.platforms.graphs import GraphCapture
 
-DEFAULT_MEMORY_UTILIZATION = 0.9
-"""Share of the GPU's memory the engine fills unless `--gpu-memory-utilization` says."""
 
-
-class CudaPlatform(Platform):
+class CudaPlatform(AcceleratorPlatform):
     name = "cuda"
     device_type = "cuda"
     dispatch_key = "CUDA"
@@ -48,24 +44,6 @@ class CudaPlatform(Platform):
         return (f"{props.name} ({props.total_memory / 2**30:.0f} GiB, "
                 f"sm_{props.major}{props.minor})")
 
-    def memory_info(self, index: int = 0) -> MemoryInfo:
-        """Free and total device memory (all processes), after returning torch's unused
-        cached blocks to the device so they count as free."""
-        torch.cuda.empty_cache()
-        free, total = torch.cuda.mem_get_info(index)
-        return MemoryInfo(total, free)
-
-    def default_kv_cache_bytes(self, memory: MemoryInfo) -> int:
-        """What fits in 90% of the GPU after the weights, the runtime, other processes and
-        the largest step's activations (see `budget_within_utilization`)."""
-        return budget_within_utilization(memory, DEFAULT_MEMORY_UTILIZATION)
-
-    def peak_memory_bytes(self, index: int = 0) -> int | None:
-        return torch.cuda.max_memory_allocated(index)
-
-    def reset_peak_memory(self, index: int = 0) -> None:
-        torch.cuda.reset_peak_memory_stats(index)
-
     def graph_capture(self) -> GraphCapture:
         from pagoda_cuda.graphs import CudaGraphCapture
 
@@ -73,12 +51,6 @@ class CudaPlatform(Platform):
 
     def torch_device(self, index: int = 0) -> torch.device:
         return torch.device("cuda", index)
-
-    def synchronize(self, index: int = 0) -> None:
-        torch.cuda.synchronize(index)
-
-    def set_device(self, index: int) -> None:
-        torch.cuda.set_device(index)
 
     def describe(self) -> dict[str, object]:
         info = super().describe()

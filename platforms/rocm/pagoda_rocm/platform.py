@@ -11,18 +11,14 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from pagoda.platforms import MemoryInfo, Platform
-from pagoda.platforms.platform import budget_within_utilization
+from pagoda.platforms.accelerator import AcceleratorPlatform
 from pagoda_rocm.arch import base_arch, fp8_dtype_for_arch
 
 if TYPE_CHECKING:
     from pagoda.platforms.graphs import GraphCapture
 
-DEFAULT_MEMORY_UTILIZATION = 0.9
-"""Share of the GPU's memory the engine fills unless `--gpu-memory-utilization` says."""
 
-
-class RocmPlatform(Platform):
+class RocmPlatform(AcceleratorPlatform):
     name = "rocm"
     device_type = "cuda"
     dispatch_key = "CUDA"
@@ -49,24 +45,6 @@ class RocmPlatform(Platform):
         props = torch.cuda.get_device_properties(index)
         return f"{props.name} ({props.total_memory / 2**30:.0f} GiB, {self.arch(index)})"
 
-    def memory_info(self, index: int = 0) -> MemoryInfo:
-        """Free and total GPU memory (all processes), after returning torch's unused cached
-        blocks to the device so they count as free."""
-        torch.cuda.empty_cache()
-        free, total = torch.cuda.mem_get_info(index)
-        return MemoryInfo(total, free)
-
-    def default_kv_cache_bytes(self, memory: MemoryInfo) -> int:
-        """What fits in 90% of the GPU after the weights, the runtime, other processes and
-        the largest step's activations (see `budget_within_utilization`)."""
-        return budget_within_utilization(memory, DEFAULT_MEMORY_UTILIZATION)
-
-    def peak_memory_bytes(self, index: int = 0) -> int | None:
-        return torch.cuda.max_memory_allocated(index)
-
-    def reset_peak_memory(self, index: int = 0) -> None:
-        torch.cuda.reset_peak_memory_stats(index)
-
     def graph_capture(self) -> GraphCapture:
         from pagoda_rocm.graphs import HipGraphCapture
 
@@ -74,12 +52,6 @@ class RocmPlatform(Platform):
 
     def torch_device(self, index: int = 0) -> torch.device:
         return torch.device("cuda", index)
-
-    def synchronize(self, index: int = 0) -> None:
-        torch.cuda.synchronize(index)
-
-    def set_device(self, index: int) -> None:
-        torch.cuda.set_device(index)
 
     def describe(self) -> dict[str, object]:
         info = super().describe()

@@ -6,8 +6,8 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from pagoda.platforms import MemoryInfo, Platform
-from pagoda.platforms.platform import budget_within_utilization
+from pagoda.platforms import MemoryInfo
+from pagoda.platforms.accelerator import AcceleratorPlatform
 from pagoda_xpu.distributed import installed_backend
 from pagoda_xpu.graphs import has_graph_api
 from pagoda_xpu.ipex import ipex_unavailable_reason
@@ -15,11 +15,8 @@ from pagoda_xpu.ipex import ipex_unavailable_reason
 if TYPE_CHECKING:
     from pagoda.platforms.graphs import GraphCapture
 
-DEFAULT_MEMORY_UTILIZATION = 0.9
-"""Share of the GPU's memory the engine fills unless `--gpu-memory-utilization` says."""
 
-
-class XpuPlatform(Platform):
+class XpuPlatform(AcceleratorPlatform):
     name = "xpu"
     device_type = "xpu"
     dispatch_key = "XPU"
@@ -54,17 +51,6 @@ class XpuPlatform(Platform):
             free = total - torch.xpu.memory_reserved(index)
         return MemoryInfo(total, free)
 
-    def default_kv_cache_bytes(self, memory: MemoryInfo) -> int:
-        """What fits in 90% of the GPU after the weights, the runtime and the largest
-        step's activations (see `budget_within_utilization`)."""
-        return budget_within_utilization(memory, DEFAULT_MEMORY_UTILIZATION)
-
-    def peak_memory_bytes(self, index: int = 0) -> int | None:
-        return torch.xpu.max_memory_allocated(index)
-
-    def reset_peak_memory(self, index: int = 0) -> None:
-        torch.xpu.reset_peak_memory_stats(index)
-
     def graph_capture(self) -> GraphCapture | None:
         if not self.supports_graph_capture:
             return None
@@ -74,12 +60,6 @@ class XpuPlatform(Platform):
 
     def torch_device(self, index: int = 0) -> torch.device:
         return torch.device("xpu", index)
-
-    def synchronize(self, index: int = 0) -> None:
-        torch.xpu.synchronize(index)
-
-    def set_device(self, index: int) -> None:
-        torch.xpu.set_device(index)
 
     def describe(self) -> dict[str, object]:
         info = super().describe()
