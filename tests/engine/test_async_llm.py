@@ -15,7 +15,7 @@ import time
 import pytest
 
 from pagoda import LLM, SamplingParams
-from pagoda.config import CacheConfig, EngineConfig, ModelConfig
+from pagoda.config import CacheConfig, EngineConfig, ModelConfig, SchedulerConfig
 from pagoda.engine.async_llm import AsyncLLM, EngineDeadError, EngineStartupError
 from pagoda.engine.output_processor import OutputProcessor
 from pagoda.engine.scheduler_output import EngineCoreOutput
@@ -47,9 +47,13 @@ def expected(model_dir):
     return hf_greedy(model_dir, PROMPTS, NEW_TOKENS)
 
 
-@pytest.fixture(scope="module")
-def engine(model_dir):
-    engine = AsyncLLM(_config(model_dir))
+@pytest.fixture(scope="module", params=[False, True], ids=["sync-steps", "overlapped-steps"])
+def engine(model_dir, request):
+    """The core steps synchronously (the CPU's default) or overlaps steps as on a GPU:
+    streaming, aborts and stop strings must behave the same either way."""
+    engine = AsyncLLM(_config(model_dir,
+                              scheduler=SchedulerConfig(async_scheduling=request.param)))
+    assert engine.info["async_scheduling"] is request.param
     yield engine
     engine.shutdown()
 
