@@ -22,7 +22,7 @@ def _find_sequence(query_start_loc_ptr, num_seqs, tile, BLOCK_Q: tl.constexpr):
     """The sequence owning `tile`: tiles of sequence b start at query_start_loc[b] // BLOCK_Q
     + b, which leaves each sequence enough tiles and strictly increases with b."""
     lo = tl.zeros((), dtype=tl.int32)
-    hi = lo + num_seqs - 1  # a tensor even when num_seqs == 1 is specialised to a constant
+    hi = lo + num_seqs - 1  # a tensor even if num_seqs were specialised to a constant
     while lo < hi:
         mid = (lo + hi + 1) // 2
         first = tl.load(query_start_loc_ptr + mid).to(tl.int32) // BLOCK_Q + mid
@@ -33,7 +33,9 @@ def _find_sequence(query_start_loc_ptr, num_seqs, tile, BLOCK_Q: tl.constexpr):
     return lo
 
 
-@triton.jit
+# num_seqs changes every step: left unspecialised, one compiled variant serves all steps
+# (by default Triton compiles separately for values == 1 and multiples of 16).
+@triton.jit(do_not_specialize=["num_seqs"])
 def _attention_kernel(
     out_ptr, part_acc_ptr, part_max_ptr, part_sum_ptr,
     q_ptr, key_cache_ptr, value_cache_ptr,
@@ -120,7 +122,7 @@ def _attention_kernel(
                  out.to(out_ptr.dtype.element_ty), mask=row_ok[:, None] & dim_ok[None, :])
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["num_seqs"])
 def _reduce_splits_kernel(
     out_ptr, part_acc_ptr, part_max_ptr, part_sum_ptr, query_start_loc_ptr, num_seqs,
     stride_ot, stride_oh,
