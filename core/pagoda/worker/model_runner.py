@@ -28,7 +28,7 @@ from pagoda.worker.step_result import (
 
 
 @dataclass
-class _PromptLogprobRows:
+class _PromptPositions:
     request_id: str
     rows: list[int]
     targets: list[int]
@@ -75,7 +75,7 @@ class ModelRunner:
 
     def _prompt_logprob_rows(
         self, step: SchedulerOutput, starts: list[int]
-    ) -> list[_PromptLogprobRows]:
+    ) -> list[_PromptPositions]:
         wanted = []
         for item, row0 in zip(step.scheduled, starts):
             state = self.states[item.request_id]
@@ -85,7 +85,7 @@ class ModelRunner:
                 continue
             span = range(item.num_computed_tokens, item.num_computed_tokens + len(item.token_ids))
             positions = [p for p in span if p + 1 < prompt_len]
-            wanted.append(_PromptLogprobRows(
+            wanted.append(_PromptPositions(
                 item.request_id,
                 [row0 + p - item.num_computed_tokens for p in positions],
                 [state.prompt_token_ids[p + 1] for p in positions],
