@@ -1,6 +1,6 @@
-"""A platform whose device is a torch accelerator module (`torch.cuda`, `torch.xpu`, ...).
+"""A platform whose device has a torch device module (`torch.get_device_module(type)`).
 
-Those modules share one API for memory, peaks, synchronisation and the current device;
+Device modules share one API for memory, peaks, synchronisation and the current device;
 platforms built on one inherit these queries instead of repeating them.
 """
 

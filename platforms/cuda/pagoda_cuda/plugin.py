@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pagoda.kernels.triton_providers import triton_kernel_providers
 from pagoda.plugins import (
     AttentionBackendSpec,
     KernelProvider,
@@ -13,10 +14,7 @@ from pagoda_cuda import __version__
 
 PLATFORM = "cuda"
 TARGET_PLUGIN_API = 2  # the pagoda plugin API this package was built against
-_TRITON = "pagoda.kernels.triton"
 _CHECKS = "pagoda_cuda.kernels"
-TRITON_OPS = ("rms_norm", "fused_add_rms_norm", "rotary_embedding", "silu_and_mul",
-              "reshape_and_cache", "paged_attention", "sample_from_logits")
 
 
 @hookimpl
@@ -51,8 +49,4 @@ def pagoda_attention_backends() -> list[AttentionBackendSpec]:
 
 @hookimpl
 def pagoda_kernel_providers() -> list[KernelProvider]:
-    return [
-        KernelProvider(op, "triton", f"{_TRITON}:{op}", (PLATFORM,), priority=10,
-                       is_available=f"{_CHECKS}:unavailable_reason", supports=f"{_CHECKS}:supports")
-        for op in TRITON_OPS
-    ]
+    return triton_kernel_providers(PLATFORM, _CHECKS)

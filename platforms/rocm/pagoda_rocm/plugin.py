@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pagoda.kernels.triton_providers import triton_kernel_providers
 from pagoda.plugins import (
     AttentionBackendSpec,
     KernelProvider,
@@ -17,8 +18,6 @@ VERIFIED_ON = ("nothing with an AMD GPU: probe, fp8 and launch choices tested on
                "host; kernels compiled for gfx942/gfx950/gfx1201 there, never run")
 _OPS = "pagoda_rocm.triton_ops"
 _CHECKS = "pagoda_rocm.kernels"
-TRITON_OPS = ("rms_norm", "fused_add_rms_norm", "rotary_embedding", "silu_and_mul",
-              "reshape_and_cache", "paged_attention", "sample_from_logits")
 
 
 @hookimpl
@@ -53,8 +52,4 @@ def pagoda_attention_backends() -> list[AttentionBackendSpec]:
 
 @hookimpl
 def pagoda_kernel_providers() -> list[KernelProvider]:
-    return [
-        KernelProvider(op, "triton", f"{_OPS}:{op}", (PLATFORM,), priority=10,
-                       is_available=f"{_CHECKS}:unavailable_reason", supports=f"{_CHECKS}:supports")
-        for op in TRITON_OPS
-    ]
+    return triton_kernel_providers(PLATFORM, _CHECKS, module=_OPS)

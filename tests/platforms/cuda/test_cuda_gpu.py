@@ -16,6 +16,7 @@ import torch
 pytest.importorskip("pagoda_cuda", reason="pagoda-cuda is not installed")
 
 from pagoda import LLM, SamplingParams  # noqa: E402
+from pagoda.kernels.triton_providers import TRITON_OPS  # noqa: E402
 from pagoda.ops import OPS, OpTable  # noqa: E402
 from pagoda.platforms import Platform, resolve_platform  # noqa: E402
 from pagoda.platforms.platform import budget_within_utilization  # noqa: E402
@@ -29,7 +30,6 @@ from pagoda.testing import (  # noqa: E402
     dtype_name,
     kernel_providers,
 )
-from pagoda_cuda.plugin import TRITON_OPS  # noqa: E402
 from tests.engine.tiny_models import VOCAB, make_checkpoint, tiny_configs  # noqa: E402
 
 pytestmark = [

@@ -15,11 +15,11 @@ import torch
 
 pytest.importorskip("pagoda_cuda", reason="pagoda-cuda is not installed")
 
+from pagoda.kernels.triton_providers import TRITON_OPS  # noqa: E402
 from pagoda.ops import OPS, OpTable  # noqa: E402
 from pagoda.plugins import get_registries, load_target  # noqa: E402
 from pagoda_cuda import nvml, probe  # noqa: E402
 from pagoda_cuda.nvml import GpuInfo, driver_gpus, proc_gpus, visible_gpus  # noqa: E402
-from pagoda_cuda.plugin import TRITON_OPS  # noqa: E402
 
 HAS_GPU = torch.cuda.is_available()
 

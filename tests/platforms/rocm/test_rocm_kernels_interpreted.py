@@ -14,12 +14,12 @@ pytest.importorskip("triton")
 
 from pagoda.kernels.triton.common import interpreted  # noqa: E402
 from pagoda.kernels.triton.norm import _rms_norm_kernel  # noqa: E402
+from pagoda.kernels.triton_providers import TRITON_OPS  # noqa: E402
 from pagoda.testing import check_attention_backend, check_op  # noqa: E402
 from pagoda.testing.op_cases import CASE_GENERATORS  # noqa: E402
 from pagoda_rocm import triton_ops  # noqa: E402
 from pagoda_rocm.attention import RocmTritonAttentionBackend  # noqa: E402
 from pagoda_rocm.launch import launch_for_arch  # noqa: E402
-from pagoda_rocm.plugin import TRITON_OPS  # noqa: E402
 
 pytestmark = pytest.mark.skipif(
     not interpreted(_rms_norm_kernel),

@@ -18,12 +18,12 @@ import torch
 pytest.importorskip("pagoda_rocm", reason="pagoda-rocm is not installed")
 
 from pagoda.kernels.triton.launch import DEFAULT_LAUNCH, LaunchParams, TritonLaunch  # noqa: E402
+from pagoda.kernels.triton_providers import TRITON_OPS  # noqa: E402
 from pagoda.ops import OPS, OpTable  # noqa: E402
 from pagoda.platforms import MemoryInfo  # noqa: E402
 from pagoda_rocm.arch import fp8_dtype_for_arch, gfx_major, wavefront_size  # noqa: E402
 from pagoda_rocm.launch import launch_for_arch  # noqa: E402
 from pagoda_rocm.platform import RocmPlatform  # noqa: E402
-from pagoda_rocm.plugin import TRITON_OPS  # noqa: E402
 
 HAS_ROCM = torch.version.hip is not None and torch.cuda.is_available()
 
