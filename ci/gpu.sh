@@ -33,7 +33,7 @@ echo "== install (editable, no dependencies)"
 if compgen -G ".whl/*.whl" > /dev/null; then
     "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
         --target /tmp/site .whl/*.whl
-    export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
+    export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH} PATH=/tmp/site/bin:$PATH
 fi
 "$PY" -m pip install -q --no-deps --no-build-isolation --no-index \
     -e core -e server -e platforms/cpu -e platforms/cuda

@@ -9,7 +9,7 @@ C  the same model, one request at a time, 128 in / 128 out (time per output toke
 D  Qwen3-0.6B shape, 256 requests, lengths uniform in 100..1024, temperature 0.6
 E  `pagoda bench serve` against `pagoda serve` on workload A, and the offline run beside it
 F  cold start of `pagoda serve` with the 8B dummy model, to /health answering
-P  a profile of decode steps of 1000 sequences of the 8B model (what limits A)
+P  profiles of the 8B model's steps: 1000 sequences (prefill, decode) and one (C)
 
 Dummy bf16 weights, random prompts, ignore_eos. Roofline figures use the H200 as measured
 (../shared/FACTS.md): bf16 matmul 790 TFLOP/s, device copy 4.24 TB/s.
@@ -29,6 +29,7 @@ import urllib.request
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
+from pyspy_summary import summarise  # noqa: E402
 from stand_in_tokenizer import save_stand_in_tokenizer  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -155,6 +156,35 @@ def wait_ready(url: str, proc: subprocess.Popen, timeout: float) -> float:
     raise TimeoutError("pagoda serve did not become ready")
 
 
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process so far (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _engine_core_pid(server_pid: int) -> int:
+    """The `pagoda serve` process's engine-core child (a multiprocessing spawn)."""
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            ppid = int(stat.read_text().rpartition(")")[2].split()[1])
+            cmdline = (stat.parent / "cmdline").read_bytes()
+        except (OSError, ValueError):
+            continue
+        if ppid == server_pid and b"spawn_main" in cmdline:
+            return int(stat.parent.name)
+    raise RuntimeError("the engine-core process of pagoda serve was not found")
+
+
+def _py_spy(pid: int, out: Path) -> subprocess.Popen | None:
+    """Sample a process's Python stacks (all threads) while the benchmark runs, if py-spy
+    is installed and allowed to read the process."""
+    if shutil.which("py-spy") is None:
+        return None
+    return subprocess.Popen(["py-spy", "record", "--nonblocking", "--threads", "--rate", "100",
+                             "--format", "raw", "--output", str(out), "--pid", str(pid)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+
+
 def bench_e_f(out: Path, llama: Path, s: dict) -> list[dict]:
     offline = throughput(out, "E-offline", llama, ["--num-prompts", "1000", "--input-len",
                                                    "128", "--output-len", "128", *THROUGHPUT])
@@ -162,25 +192,43 @@ def bench_e_f(out: Path, llama: Path, s: dict) -> list[dict]:
     with open(out / "E-serve.log", "w") as log:
         proc = subprocess.Popen([*PAGODA, "serve", str(llama), "--device", "cuda",
                                  "--load-format", "dummy", "--dtype", "bfloat16", "--port",
-                                 str(port), *THROUGHPUT],
+                                 str(port), "--log-level", "warning", *THROUGHPUT],
                                 stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        spies: list[subprocess.Popen] = []
         try:
             ready = wait_ready(f"http://127.0.0.1:{port}", proc, 600)
+            core = _engine_core_pid(proc.pid)
+            cpu_before = {"front end": _cpu_seconds(proc.pid), "engine core": _cpu_seconds(core)}
+            spies = [spy for pid, name in ((proc.pid, "front"), (core, "core"))
+                     if (spy := _py_spy(pid, out / f"E-spy-{name}.txt")) is not None]
             result = out / "E.json"
             run([*PAGODA, "bench", "serve", "--url", f"http://127.0.0.1:{port}",
                  "--num-prompts", "1000", "--input-len", "128", "--output-len", "128",
                  "--request-rate", "inf", "--output-json", str(result)], out / "E.log")
             online = json.loads(result.read_text())
+            cpu = {name: _cpu_seconds(pid) - cpu_before[name]
+                   for name, pid in (("front end", proc.pid), ("engine core", core))}
+            cpu["bench client"] = online["client_cpu_s"]
         finally:
+            for spy in spies:
+                spy.send_signal(signal.SIGINT)  # py-spy writes its profile and exits
+                spy.wait(30)
             os.killpg(proc.pid, signal.SIGTERM)
             proc.wait(60)
     print((out / "E-serve.log").read_text()[-3000:])
+    print(f"CPU seconds during the {online['duration_s']:.1f} s run: "
+          + ", ".join(f"{name} {seconds:.1f}" for name, seconds in cpu.items()))
+    for name in ("front", "core"):
+        profile_ = out / f"E-spy-{name}.txt"
+        if profile_.exists():
+            print(f"== py-spy, {name}\n{summarise(profile_, 30)}")
     off = offline["results"]["pagoda"]["output_tokens_per_s"]
     e = {"benchmark": "E serve 8B 1000x(128,128), rate inf",
          "pagoda out tok/s": online["output_throughput"], "offline out tok/s": off,
          "online/offline": online["output_throughput"] / off,
          "TTFT ms p50/p99": f"{online['ttft_ms']['median']:.0f}/{online['ttft_ms']['p99']:.0f}",
          "TPOT ms p50/p99": f"{online['tpot_ms']['median']:.1f}/{online['tpot_ms']['p99']:.1f}",
+         "CPU s (front/core/client)": "/".join(f"{v:.1f}" for v in cpu.values()),
          "failed": online["failed"], "goal": "online >= 90% of offline"}
     f = {"benchmark": "F cold start, pagoda serve 8B dummy", "seconds to ready": ready,
          "goal": "report"}
@@ -188,9 +236,11 @@ def bench_e_f(out: Path, llama: Path, s: dict) -> list[dict]:
 
 
 def profile(out: Path, llama: Path) -> list[dict]:
-    run([sys.executable, str(ROOT / "ci" / "profile_step.py"), str(llama), "--device", "cuda",
-         "--load-format", "dummy", "--dtype", "bfloat16", "--num-seqs", "1000",
-         "--input-len", "128", "--steps", "10"], out / "P.log")
+    """Steps of A (1000 sequences: prefill and decode) and of C (one sequence)."""
+    for tag, seqs in (("P-A", "1000"), ("P-C", "1")):
+        run([sys.executable, str(ROOT / "ci" / "profile_step.py"), str(llama), "--device",
+             "cuda", "--load-format", "dummy", "--dtype", "bfloat16", "--num-seqs", seqs,
+             "--input-len", "128", "--steps", "20"], out / f"{tag}.log")
     return []
 
 

@@ -2,9 +2,10 @@
 
     python ci/profile_step.py MODEL_DIR --device cuda --load-format dummy --num-seqs 256
 
-Adds `--num-seqs` requests of `--input-len` random tokens, steps until every request is
-decoding, times `--steps` decode steps (synchronising the device), then profiles a few
-with torch.profiler and prints the top operators by device and by host time.
+Adds `--num-seqs` requests of `--input-len` random tokens and steps until every request is
+decoding, timing each prefill step and profiling the second (the first may still compile);
+then times `--steps` decode steps (synchronising the device), profiles a few with
+torch.profiler, and prints the top operators by device and by host time.
 """
 
 from __future__ import annotations
@@ -43,13 +44,34 @@ def main() -> None:
     for i in range(args.num_seqs):
         prompt = [rng.randrange(3, vocab) for _ in range(args.input_len)]
         engine.add_request(str(i), {"prompt_token_ids": prompt}, params)
+    activities = [ProfilerActivity.CPU]
+    if platform.device_type == "cuda":
+        activities.append(ProfilerActivity.CUDA)
+
+    def prefilling() -> bool:
+        scheduler = engine.core.scheduler
+        return bool(scheduler.num_waiting) or any(
+            r.num_computed_tokens < r.num_prompt_tokens for r in scheduler.running)
+
     start = time.perf_counter()
-    while engine.core.scheduler.num_waiting or any(  # the prefills
-            r.num_computed_tokens < r.num_prompt_tokens for r in engine.core.scheduler.running):
-        engine.step()
-    platform.synchronize()
+    step_ms = []
+    while prefilling():
+        began = time.perf_counter()
+        if len(step_ms) == 1:
+            with profile(activities=activities) as prof:
+                engine.step()
+                platform.synchronize()
+            prefill_profile = prof.key_averages()
+        else:
+            engine.step()
+            platform.synchronize()
+        step_ms.append((time.perf_counter() - began) * 1e3)
     print(f"prefill ({args.num_seqs} x {args.input_len}): "
-          f"{(time.perf_counter() - start) * 1e3:.1f} ms")
+          f"{(time.perf_counter() - start) * 1e3:.1f} ms in {len(step_ms)} steps "
+          f"({', '.join(f'{t:.0f}' for t in step_ms)} ms)")
+    if len(step_ms) > 1:
+        print("== the second prefill step (profiled, so slower than the others)")
+        _print_table(prefill_profile, platform.device_type, args.rows)
     for _ in range(3):
         engine.step()
     times = []
@@ -62,17 +84,18 @@ def main() -> None:
     print(f"decode step, {args.num_seqs} seqs: median {times[len(times) // 2] * 1e3:.2f} ms, "
           f"min {times[0] * 1e3:.2f} ms -> {args.num_seqs / times[len(times) // 2]:.0f} tok/s")
 
-    activities = [ProfilerActivity.CPU]
-    if platform.device_type == "cuda":
-        activities.append(ProfilerActivity.CUDA)
     with profile(activities=activities) as prof:
         for _ in range(3):
             engine.step()
         platform.synchronize()
-    averages = prof.key_averages()
-    if platform.device_type == "cuda":
-        print(averages.table(sort_by="self_cuda_time_total", row_limit=args.rows))
-    print(averages.table(sort_by="self_cpu_time_total", row_limit=args.rows))
+    print(f"== three decode steps of {args.num_seqs} sequences")
+    _print_table(prof.key_averages(), platform.device_type, args.rows)
+
+
+def _print_table(averages, device_type: str, rows: int) -> None:
+    if device_type == "cuda":
+        print(averages.table(sort_by="self_cuda_time_total", row_limit=rows))
+    print(averages.table(sort_by="self_cpu_time_total", row_limit=rows))
 
 
 if __name__ == "__main__":

@@ -14,7 +14,7 @@ from typing import TypeVar
 
 from fastapi import Request
 
-from pagoda.engine.async_llm import EngineDeadError
+from pagoda.engine.async_llm import AsyncLLM, EngineDeadError
 from pagoda.engine.input_processor import PromptInput
 from pagoda.outputs import RequestOutput
 from pagoda.sampling_params import SamplingParams
@@ -32,60 +32,58 @@ T = TypeVar("T")
 Outputs = AsyncGenerator[RequestOutput, None]
 
 
-async def _wait_for_disconnect(request: Request) -> None:
-    while (await request.receive())["type"] != "http.disconnect":
-        pass
-
-
-async def _next(items: AsyncGenerator[T, None]) -> T:
-    return await items.__anext__()
-
-
-async def _until_disconnect(request: Request,
-                            items: AsyncGenerator[T, None]) -> AsyncGenerator[T, None]:
-    """`items` until they end, or until the client disconnects (ClientDisconnected)."""
-    disconnect = asyncio.ensure_future(_wait_for_disconnect(request))
+async def _watch(request: Request, engine: AsyncLLM, request_id: str) -> None:
+    """Abort the request in the engine (freeing its blocks) once its client disconnects;
+    the consumer then gets the request's last output at once."""
     try:
-        async with aclosing(items):
-            while True:
-                step = asyncio.ensure_future(_next(items))
-                try:
-                    await asyncio.wait({step, disconnect}, return_when=asyncio.FIRST_COMPLETED)
-                finally:
-                    if not step.done():
-                        step.cancel()
-                        await asyncio.gather(step, return_exceptions=True)
-                if step.cancelled():
+        while (await request.receive())["type"] != "http.disconnect":
+            pass
+    except Exception:  # the connection broke some other way: the client is gone all the same
+        pass
+    await engine.abort(request_id)
+
+
+async def _outputs(first: RequestOutput, rest: Outputs, watcher: asyncio.Task[None]) -> Outputs:
+    """`first`, then the rest; ClientDisconnected once the watcher has seen the client go.
+
+    Costs nothing per output: the watcher is one task for the request's life, and the
+    abort it makes on a disconnect ends `rest` with a last output."""
+    try:
+        async with aclosing(rest):
+            yield first
+            async for item in rest:
+                if watcher.done():
                     raise ClientDisconnected
-                try:
-                    item = step.result()
-                except StopAsyncIteration:
-                    return
                 yield item
     finally:
-        disconnect.cancel()
+        watcher.cancel()
 
 
-async def _prepend(first: T, rest: AsyncGenerator[T, None]) -> AsyncGenerator[T, None]:
-    async with aclosing(rest):
-        yield first
-        async for item in rest:
-            yield item
-
-
-async def _start(state: ServerState, request: Request, prompt: PromptInput,
-                 params: SamplingParams, request_id: str, priority: int) -> Outputs:
-    outputs = _until_disconnect(
-        request, state.metrics.track(state.engine.generate(prompt, params, request_id, priority)))
+async def _first(outputs: Outputs) -> RequestOutput:
+    """A request's first output; bad input and a dead engine become HTTP errors."""
     try:
-        first = await outputs.__anext__()
+        return await outputs.__anext__()
     except (ValueError, TypeError) as exc:
         raise bad_request(str(exc), error_param(str(exc), PARAM_NAMES)) from None
     except EngineDeadError as exc:
         raise engine_dead(exc) from None
     except StopAsyncIteration:
         raise APIError(500, "the engine ended the request without output") from None
-    return _prepend(first, outputs)
+
+
+async def _start(state: ServerState, request: Request, prompt: PromptInput,
+                 params: SamplingParams, request_id: str, priority: int) -> Outputs:
+    outputs = state.metrics.track(state.engine.generate(prompt, params, request_id, priority))
+    watcher = asyncio.ensure_future(_watch(request, state.engine, request_id))
+    try:
+        first = await _first(outputs)
+    except BaseException:
+        watcher.cancel()
+        raise
+    if watcher.done():  # the client left before the first output
+        await outputs.aclose()
+        raise ClientDisconnected
+    return _outputs(first, outputs, watcher)
 
 
 async def start_generations(state: ServerState, request: Request, prompts: list[PromptInput],
@@ -108,22 +106,36 @@ async def start_generations(state: ServerState, request: Request, prompts: list[
 
 async def merge(streams: list[AsyncGenerator[T, None]]) -> AsyncGenerator[tuple[int, T], None]:
     """Items of several streams as they come, each with its stream's index."""
-    pending = {asyncio.ensure_future(_next(s)): i for i, s in enumerate(streams)}
+    if len(streams) == 1:  # the common case: no tasks, no queue
+        async with aclosing(streams[0]) as only:
+            async for item in only:
+                yield 0, item
+        return
+    queue: asyncio.Queue[tuple[int, T] | BaseException | None] = asyncio.Queue()
+
+    async def pump(index: int, stream: AsyncGenerator[T, None]) -> None:
+        try:
+            async for item in stream:
+                queue.put_nowait((index, item))
+        except Exception as exc:
+            queue.put_nowait(exc)
+        queue.put_nowait(None)  # this stream has ended
+
+    pumps = [asyncio.ensure_future(pump(i, s)) for i, s in enumerate(streams)]
     try:
-        while pending:
-            done, _ = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
-            for task in done:
-                index = pending.pop(task)
-                try:
-                    item = task.result()
-                except StopAsyncIteration:
-                    continue
-                pending[asyncio.ensure_future(_next(streams[index]))] = index
-                yield index, item
+        running = len(pumps)
+        while running:
+            entry = await queue.get()
+            if entry is None:
+                running -= 1
+            elif isinstance(entry, BaseException):
+                raise entry
+            else:
+                yield entry
     finally:
-        for task in pending:
+        for task in pumps:
             task.cancel()
-        await asyncio.gather(*pending, return_exceptions=True)
+        await asyncio.gather(*pumps, return_exceptions=True)
         for stream in streams:
             await stream.aclose()
 

@@ -18,6 +18,7 @@ from pydantic import ValidationError
 from tqdm.auto import tqdm
 
 from pagoda.cli.engine_args import add_engine_arguments
+from pagoda_server import event_loop
 from pagoda_server.protocol.batch import BatchLine
 
 
@@ -93,7 +94,7 @@ async def _run(args: argparse.Namespace, lines: list[tuple[int, str]]) -> list[d
 def run(args: argparse.Namespace) -> int:
     with open(args.input_file) as f:
         lines = [(n, t) for n, t in enumerate(f, start=1) if t.strip()]
-    results = asyncio.run(_run(args, lines))
+    results = event_loop.run(_run(args, lines))
     with open(args.output_file, "w") as f:
         for result in results:
             f.write(json.dumps(result, ensure_ascii=False) + "\n")

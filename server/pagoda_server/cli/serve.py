@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import contextlib
 import logging
 import os
@@ -11,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from pagoda.cli.engine_args import add_engine_arguments
 from pagoda.plugins import get_registries
-from pagoda_server import __version__
+from pagoda_server import __version__, event_loop
 
 if TYPE_CHECKING:  # the engine and the app load torch: only when serving, not for --help
     from pagoda.engine.async_llm import AsyncLLM
@@ -93,5 +92,5 @@ async def _serve(args: argparse.Namespace) -> None:
 def run(args: argparse.Namespace) -> int:
     logging.getLogger().setLevel(args.log_level.upper())
     with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C: uvicorn has shut down cleanly
-        asyncio.run(_serve(args))
+        event_loop.run(_serve(args))
     return 0
