@@ -9,7 +9,7 @@ C  the same model, one request at a time, 128 in / 128 out (time per output toke
 D  Qwen3-0.6B shape, 256 requests, lengths uniform in 100..1024, temperature 0.6
 E  `pagoda bench serve` against `pagoda serve` on workload A, and the offline run beside it
 F  cold start of `pagoda serve` with the 8B dummy model, to /health answering
-P  profiles of the 8B model's steps: 1000 sequences (prefill, decode) and one (C)
+P  step profiles: the 8B model with 1000 sequences (A) and one (C), the 0.6B with 256 (D)
 
 Dummy bf16 weights, random prompts, ignore_eos. Roofline figures use the H200 as measured
 (../shared/FACTS.md): bf16 matmul 790 TFLOP/s, device copy 4.24 TB/s.
@@ -192,7 +192,7 @@ def bench_e_f(out: Path, llama: Path, s: dict) -> list[dict]:
     with open(out / "E-serve.log", "w") as log:
         proc = subprocess.Popen([*PAGODA, "serve", str(llama), "--device", "cuda",
                                  "--load-format", "dummy", "--dtype", "bfloat16", "--port",
-                                 str(port), "--log-level", "warning", *THROUGHPUT],
+                                 str(port), *THROUGHPUT],
                                 stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         spies: list[subprocess.Popen] = []
         try:
@@ -235,12 +235,14 @@ def bench_e_f(out: Path, llama: Path, s: dict) -> list[dict]:
     return [e, f]
 
 
-def profile(out: Path, llama: Path) -> list[dict]:
-    """Steps of A (1000 sequences: prefill and decode) and of C (one sequence)."""
-    for tag, seqs in (("P-A", "1000"), ("P-C", "1")):
-        run([sys.executable, str(ROOT / "ci" / "profile_step.py"), str(llama), "--device",
+def profile(out: Path, llama: Path, qwen: Path) -> list[dict]:
+    """Steps of A (1000 sequences: prefill and decode), of C (one sequence) and of D (256
+    sequences of the 0.6B model)."""
+    for tag, model, seqs, input_len in (("P-A", llama, "1000", "128"), ("P-C", llama, "1", "128"),
+                                        ("P-D", qwen, "256", "562")):
+        run([sys.executable, str(ROOT / "ci" / "profile_step.py"), str(model), "--device",
              "cuda", "--load-format", "dummy", "--dtype", "bfloat16", "--num-seqs", seqs,
-             "--input-len", "128", "--steps", "20"], out / f"{tag}.log")
+             "--input-len", input_len, "--steps", "20"], out / f"{tag}.log")
     return []
 
 
@@ -251,7 +253,7 @@ def main() -> int:
     llama, qwen = model_dir("llama3-8b"), model_dir("qwen3-0.6b")
     s8, s06 = shape(llama), shape(qwen)
     rows, failures = [], []
-    plan = {"P": lambda: profile(out, llama),
+    plan = {"P": lambda: profile(out, llama, qwen),
             "A": lambda: [bench_a(out, llama, s8)], "B": lambda: [bench_b(out, llama, s8)],
             "C": lambda: [bench_c(out, llama, s8)], "D": lambda: [bench_d(out, qwen, s06)],
             "E": lambda: bench_e_f(out, llama, s8)}

@@ -34,6 +34,8 @@ logger = logging.getLogger(__name__)
 
 _POLL_S = 0.5
 """How often the reader checks that the process is alive when the pipe is quiet."""
+_MAX_MERGED = 64
+"""At most this many waiting messages are taken in one pass of the reader."""
 
 
 class EngineDeadError(RuntimeError):
@@ -165,27 +167,48 @@ class EngineCoreClient:
                     if self.process.is_alive():
                         continue
                     break
-                message = self._conn.recv()
+                messages = self._receive_waiting()
             except (EOFError, OSError):
                 self.process.join(_POLL_S)
                 break
-            if isinstance(message, StepOutputs):
-                try:
-                    self._on_outputs(message)
-                except Exception as exc:  # a front-end bug: fail loudly rather than hang
-                    logger.exception("processing the engine core's outputs failed")
-                    self._report_death(f"processing the engine core's outputs failed: {exc!r}")
+            for message in messages:
+                if not self._dispatch(message):
                     return
-            elif isinstance(message, UtilityResult):
-                with self._lock:
-                    future = self._calls.pop(message.call_id, None)
-                if future is not None:
-                    future.set_result(message.value)
-            elif isinstance(message, CoreFailed):
-                self._report_death(f"the engine core failed: {message.error}\n\n"
-                                   f"Engine core traceback:\n{message.traceback}")
-                return
         self._report_death(f"the engine core died (exit code {self.process.exitcode})")
+
+    def _receive_waiting(self) -> list[Any]:
+        """The next message and every one already waiting behind it, with consecutive
+        StepOutputs merged into one: a reader that fell behind catches up in one pass of
+        output processing instead of one per step."""
+        messages = [self._conn.recv()]
+        while len(messages) < _MAX_MERGED and self._conn.poll(0):
+            message = self._conn.recv()
+            last = messages[-1]
+            if isinstance(message, StepOutputs) and isinstance(last, StepOutputs):
+                messages[-1] = StepOutputs(last.outputs + message.outputs, message.stats)
+            else:
+                messages.append(message)
+        return messages
+
+    def _dispatch(self, message: Any) -> bool:
+        """Handle one message from the core; False once the core has failed."""
+        if isinstance(message, StepOutputs):
+            try:
+                self._on_outputs(message)
+            except Exception as exc:  # a front-end bug: fail loudly rather than hang
+                logger.exception("processing the engine core's outputs failed")
+                self._report_death(f"processing the engine core's outputs failed: {exc!r}")
+                return False
+        elif isinstance(message, UtilityResult):
+            with self._lock:
+                future = self._calls.pop(message.call_id, None)
+            if future is not None:
+                future.set_result(message.value)
+        elif isinstance(message, CoreFailed):
+            self._report_death(f"the engine core failed: {message.error}\n\n"
+                               f"Engine core traceback:\n{message.traceback}")
+            return False
+        return True
 
     def _report_death(self, reason: str) -> None:
         """Mark the core dead, fail pending calls and tell the owner; once only."""

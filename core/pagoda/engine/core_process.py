@@ -2,13 +2,16 @@
 
 The parent (`pagoda.engine.core_client`) and this process talk over one duplex pipe
 with the picklable messages below. The loop drains the pipe, steps while there is
-work, sends each step's outputs with a stats snapshot, and blocks on the pipe when
-idle. It exits on `Shutdown`, or when the pipe breaks (the parent died).
+work, queues each step's outputs with a stats snapshot for a sender thread (so a parent
+that reads slowly never holds up the next step), and blocks on the pipe when idle. It
+exits on `Shutdown`, or when the pipe breaks (the parent died).
 """
 
 from __future__ import annotations
 
+import queue
 import signal
+import threading
 import traceback
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
@@ -73,6 +76,18 @@ class StepOutputs:
     outputs: list[EngineCoreOutput]
     stats: EngineStats
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickled as rows of field values, not as an object per output: several times
+        cheaper for the core's loop to pickle and for the client's reader thread to
+        unpickle, every step."""
+        rows = [(o.request_id, o.new_token_ids, o.new_logprobs, o.new_prompt_logprobs,
+                 o.finish_reason, o.stop_reason, o.num_cached_tokens) for o in self.outputs]
+        return _unpack_step_outputs, (rows, self.stats)
+
+
+def _unpack_step_outputs(rows: list[tuple[Any, ...]], stats: EngineStats) -> StepOutputs:
+    return StepOutputs([EngineCoreOutput(*row) for row in rows], stats)
+
 
 @dataclass
 class UtilityResult:
@@ -89,22 +104,60 @@ def run_engine_core(conn: Connection, config: EngineConfig, source: ModelSource,
     except BaseException as exc:
         conn.send(CoreFailed(repr(exc), traceback.format_exc()))
         raise SystemExit(1) from exc
+    outbox = _Outbox(conn)
     try:
         conn.send(Ready(core.info, core.max_model_len))
-        _CoreLoop(core, conn).run()
+        _CoreLoop(core, conn, outbox).run()
+        outbox.close()
     except (EOFError, OSError):
         pass  # the parent is gone
     except BaseException as exc:
-        conn.send(CoreFailed(repr(exc), traceback.format_exc()))
+        if outbox.close(timeout=5.0):  # the failure comes after every output sent before it
+            conn.send(CoreFailed(repr(exc), traceback.format_exc()))
         raise SystemExit(1) from exc
     finally:
         core.shutdown()
 
 
+class _Outbox:
+    """Messages to the parent, in order, written by a thread of their own."""
+
+    def __init__(self, conn: Connection):
+        self._conn = conn
+        self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._send_all, name="pagoda-core-outbox",
+                                        daemon=True)
+        self._thread.start()
+
+    def put(self, message: Any) -> None:
+        """Queue a message; raises what stopped the sender (a broken pipe: the parent is
+        gone) once it has stopped."""
+        if self._error is not None:
+            raise self._error
+        self._queue.put(message)
+
+    def close(self, timeout: float | None = None) -> bool:
+        """Send what is queued and stop; True once the sender has stopped (the pipe is
+        then free for a direct send)."""
+        self._queue.put(None)
+        self._thread.join(timeout)
+        return not self._thread.is_alive()
+
+    def _send_all(self) -> None:
+        while (message := self._queue.get()) is not None:
+            try:
+                self._conn.send(message)
+            except BaseException as exc:
+                self._error = exc
+                return
+
+
 class _CoreLoop:
-    def __init__(self, core: EngineCore, conn: Connection):
+    def __init__(self, core: EngineCore, conn: Connection, outbox: _Outbox):
         self.core = core
         self.conn = conn
+        self.outbox = outbox
         self.running = True
 
     def run(self) -> None:
@@ -114,7 +167,7 @@ class _CoreLoop:
             while self.running and self.conn.poll():
                 self.handle(self.conn.recv())
             if self.running:
-                self.conn.send(StepOutputs(self.core.step(), self.core.stats()))
+                self.outbox.put(StepOutputs(self.core.step(), self.core.stats()))
 
     def handle(self, message: Any) -> None:
         if isinstance(message, AddRequests):
@@ -126,7 +179,7 @@ class _CoreLoop:
             if message.method not in UTILITY_METHODS:
                 raise ValueError(f"unknown utility method {message.method!r}")
             value = getattr(self.core, message.method)()
-            self.conn.send(UtilityResult(message.call_id, value))
+            self.outbox.put(UtilityResult(message.call_id, value))
         elif isinstance(message, Shutdown):
             self.running = False
         else:

@@ -1,4 +1,10 @@
-"""Front-end output handling: detokenize, apply stop strings, build RequestOutputs."""
+"""Front-end output handling: detokenize, apply stop strings, build RequestOutputs.
+
+This runs on AsyncLLM's reader thread for every token of every request, so the per-token
+path stays lean: one clock read per step, stop-string bookkeeping computed once per
+request, and no work that grows with the output beyond the cumulative copies the
+RequestOutput contract needs.
+"""
 
 from __future__ import annotations
 
@@ -27,9 +33,16 @@ class _Completion:
     cumulative_logprob: float = 0.0
     finish_reason: str | None = None
     stop_reason: int | str | None = None
+    wants_logprobs: bool = field(init=False)
+    stop_hold: int = field(init=False)
+    """Characters a stream holds back: they could still grow into a stop string."""
+
+    def __post_init__(self) -> None:
+        self.wants_logprobs = self.params.logprobs is not None
+        self.stop_hold = max((len(stop) for stop in self.params.stop), default=1) - 1
 
     def output(self) -> CompletionOutput:
-        wants_logprobs = self.params.logprobs is not None
+        wants_logprobs = self.wants_logprobs
         return CompletionOutput(
             self.index, self.visible_text(), list(self.token_ids),
             self.cumulative_logprob if wants_logprobs else None,
@@ -40,10 +53,9 @@ class _Completion:
     def visible_text(self) -> str:
         """The text so far, less a tail that could still grow into a stop string (so a
         stream never shows text that a stop string later removes)."""
-        if self.finish_reason is not None or not self.params.stop:
+        if not self.stop_hold or self.finish_reason is not None:
             return self.text
-        hold = max(len(stop) for stop in self.params.stop) - 1
-        return self.text[: max(0, len(self.text) - hold)]
+        return self.text[: max(0, len(self.text) - self.stop_hold)]
 
 
 @dataclass
@@ -51,6 +63,7 @@ class _Parent:
     request_id: str
     prompt: ProcessedPrompt
     children: dict[str, _Completion]
+    """By child request id, in index order."""
     prompt_logprobs: list[TokenLogprobs | None] | None
     arrival_time: float
     final_only: bool = False
@@ -62,15 +75,14 @@ class _Parent:
     def finished(self) -> bool:
         return all(c.finish_reason is not None for c in self.children.values())
 
-    def output(self) -> RequestOutput:
-        now = time.monotonic()
+    def output(self, finished: bool, now: float) -> RequestOutput:
         metrics = {"arrival_time": self.arrival_time, "last_token_time": now}
         if self.first_token_time is not None:
             metrics["first_token_time"] = self.first_token_time
         return RequestOutput(
             self.request_id, self.prompt.prompt, self.prompt.prompt_token_ids,
-            [c.output() for c in sorted(self.children.values(), key=lambda c: c.index)],
-            self.finished, self.prompt_logprobs, self.num_cached_tokens, metrics,
+            [c.output() for c in self.children.values()],
+            finished, self.prompt_logprobs, self.num_cached_tokens, metrics,
         )
 
 
@@ -78,7 +90,7 @@ class OutputProcessor:
     def __init__(self, tokenizer: Any):
         self.tokenizer = tokenizer
         self._parents: dict[str, _Parent] = {}
-        self._parent_of: dict[str, str] = {}
+        self._children: dict[str, tuple[_Parent, _Completion]] = {}
 
     def add(self, request_id: str, prompt: ProcessedPrompt, requests: list[Request],
             final_only: bool = False) -> None:
@@ -92,12 +104,14 @@ class OutputProcessor:
                                                p.skip_special_tokens,
                                                p.spaces_between_special_tokens)
             children[request.request_id] = _Completion(index, p, detok)
-            self._parent_of[request.request_id] = request_id
-        self._parents[request_id] = _Parent(
+        parent = _Parent(
             request_id, prompt, children,
             [None] if params.prompt_logprobs is not None else None,
             requests[0].arrival_time, final_only,
         )
+        self._parents[request_id] = parent
+        for child_id, child in children.items():
+            self._children[child_id] = (parent, child)
 
     def has_request(self, request_id: str) -> bool:
         return request_id in self._parents
@@ -112,60 +126,64 @@ class OutputProcessor:
         if parent is None:
             return None
         for child_id, child in parent.children.items():
-            self._parent_of.pop(child_id, None)
+            self._children.pop(child_id, None)
             if child.finish_reason is None:
                 child.finish_reason = "abort"
-        return parent.output()
+        return parent.output(True, time.monotonic())
 
     def process(self, outputs: list[EngineCoreOutput]) -> tuple[list[RequestOutput], list[str]]:
         """Apply one step's outputs. Returns the updated requests and the child ids the
         core must stop (they hit a stop string)."""
+        now = time.monotonic()
         updated: dict[str, _Parent] = {}
         to_abort: list[str] = []
+        children = self._children
         for out in outputs:
-            parent_id = self._parent_of.get(out.request_id)
-            if parent_id is None:
+            entry = children.get(out.request_id)
+            if entry is None:
                 continue
-            parent = self._parents[parent_id]
-            child = parent.children[out.request_id]
+            parent, child = entry
             if child.finish_reason is not None:
                 continue  # stopped by a stop string; the core sent this before it heard
             if out.new_prompt_logprobs and parent.prompt_logprobs is not None and child.index == 0:
                 parent.prompt_logprobs.extend(out.new_prompt_logprobs)
             if out.new_token_ids:
-                parent.first_token_time = parent.first_token_time or time.monotonic()
-                parent.num_cached_tokens = max(parent.num_cached_tokens, out.num_cached_tokens)
+                if parent.first_token_time is None:
+                    parent.first_token_time = now
+                if out.num_cached_tokens > parent.num_cached_tokens:
+                    parent.num_cached_tokens = out.num_cached_tokens
                 if self._add_tokens(child, out):
                     to_abort.append(out.request_id)
-            updated[parent_id] = parent
+            updated[parent.request_id] = parent
         results = []
         for parent_id, parent in updated.items():
             finished = parent.finished
-            if finished or not parent.final_only:
-                results.append(parent.output())
             if finished:
                 del self._parents[parent_id]
                 for child_id in parent.children:
-                    self._parent_of.pop(child_id, None)
+                    self._children.pop(child_id, None)
+                results.append(parent.output(True, now))
+            elif not parent.final_only:
+                results.append(parent.output(False, now))
         return results, to_abort
 
     def _add_tokens(self, child: _Completion, out: EngineCoreOutput) -> bool:
         """Append tokens and text; True when a stop string ended the completion."""
-        params = child.params
-        child.token_ids.extend(out.new_token_ids)
+        new_ids = out.new_token_ids
+        child.token_ids.extend(new_ids)
         for lp in out.new_logprobs:
             child.logprobs.append(lp)
             child.cumulative_logprob += lp.logprobs[0]
         child.finish_reason, child.stop_reason = out.finish_reason, out.stop_reason
-        if child.detokenizer is None:
+        detokenizer = child.detokenizer
+        if detokenizer is None:
             return False
-        new_ids = out.new_token_ids
-        stopped_by_token = out.finish_reason == "stop" and not params.include_stop_str_in_output
-        if stopped_by_token:
+        params = child.params
+        if out.finish_reason == "stop" and not params.include_stop_str_in_output:
             new_ids = new_ids[:-1]  # the eos / stop token's own text is not part of the output
         start = len(child.text)
         for token in new_ids:
-            child.text += child.detokenizer.add_token(token)
+            child.text += detokenizer.add_token(token)
         if child.finish_reason is None and params.stop:
             return self._apply_stop_strings(child, start)
         return False

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any
 
 import torch
@@ -62,6 +63,7 @@ class Worker(WorkerBase):
         return self.platform.default_dtype
 
     def load_model(self) -> None:
+        start = time.perf_counter()
         dtype, kv_dtype = self._dtypes()
         num_heads, num_kv_heads, head_size, sliding_window = attention_shape(self.hf_config)
         attn_config = AttentionConfig(
@@ -83,9 +85,10 @@ class Worker(WorkerBase):
             )
         self.kv_spec = self.model.kv_cache_spec(self.config.cache.block_size, kv_dtype)
         self.num_layers = self.model.num_attention_layers
-        logger.info("Loaded %s on %s with attention backend %s (%s, quantization %s)",
+        logger.info("Loaded %s on %s with attention backend %s (%s, quantization %s) in %.1f s",
                     self.source.name, self.platform.device_name(self.local_rank),
-                    self.attn_backend.name, dtype, self.quant_method.name)
+                    self.attn_backend.name, dtype, self.quant_method.name,
+                    time.perf_counter() - start)
 
     def profile_step_memory(self) -> int:
         """Transient device memory of the largest step the scheduler may send, measured by
@@ -96,14 +99,16 @@ class Worker(WorkerBase):
         self.platform.reset_peak_memory(self.local_rank)
         baseline = self.platform.peak_memory_bytes(self.local_rank) or 0
         sched = self.config.scheduler
+        start = time.perf_counter()
         run_profile_step(self.model, self.kv_spec, self.attn_backend, self.device,
                          num_tokens=sched.max_num_batched_tokens,
                          max_seq_len=self.config.model.max_model_len,
                          num_sampled=sched.max_num_seqs)
         self.platform.synchronize(self.local_rank)
         peak = (self.platform.peak_memory_bytes(self.local_rank) or 0) - baseline
-        logger.info("Profiling step of %d tokens: %.2f GiB of activations",
-                    sched.max_num_batched_tokens, peak / 2**30)
+        logger.info("Profiling step of %d tokens: %.2f GiB of activations, %.1f s "
+                    "(compiling its kernels included)", sched.max_num_batched_tokens,
+                    peak / 2**30, time.perf_counter() - start)
         return max(peak, 0)
 
     def determine_num_kv_blocks(self) -> int:
