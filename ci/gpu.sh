@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The GPU check of pagoda-cuda: one command on an NVIDIA machine, from the repository root.
 #
-#   bash ci/gpu.sh [all|tests|bench] [A B C D E F]      (default: all, every benchmark)
+#   bash ci/gpu.sh [all|tests|bench] [A B C D E F G P]  (default: all; benchmarks A-F)
 #
 # 1. installs core, pagoda-server, pagoda-cpu and pagoda-cuda in editable mode, without
 #    dependencies, into the machine's python ($PYTHON, default python3). torch, triton,

@@ -9,6 +9,7 @@ C  the same model, one request at a time, 128 in / 128 out (time per output toke
 D  Qwen3-0.6B shape, 256 requests, lengths uniform in 100..1024, temperature 0.6
 E  `pagoda bench serve` against `pagoda serve` on workload A, and the offline run beside it
 F  cold start of `pagoda serve` with the 8B dummy model, to /health answering
+G  the small-batch GEMV kernel against cuBLAS per matmul shape (ci/gemv_bench.py)
 P  step profiles: the 8B model with 1000 sequences (A) and one (C), the 0.6B with 256 (D)
 
 Dummy bf16 weights, random prompts, ignore_eos. Roofline figures use the H200 as measured
@@ -69,10 +70,11 @@ def flops(s: dict[str, float], prompt_len: float, output_len: float) -> float:
     return 2 * s["matmul_params"] * tokens + attention
 
 
-def run(cmd: list[str], log: Path, timeout: float = 900) -> None:
+def run(cmd: list[str], log: Path, timeout: float = 900,
+        env: dict[str, str] | None = None) -> None:
     print("$", " ".join(cmd), flush=True)
     with open(log, "w") as f:
-        proc = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, timeout=timeout)
+        proc = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, timeout=timeout, env=env)
     print(log.read_text()[-2500:], flush=True)
     if proc.returncode:
         raise RuntimeError(f"{cmd[3:5]} failed ({proc.returncode}); see {log}")
@@ -115,16 +117,26 @@ def bench_b(out: Path, llama: Path, s: dict) -> dict:
     return offline_row("B 8B 1000x(1024,128)", r, s, "report vs roofline")
 
 
-def bench_c(out: Path, llama: Path, s: dict) -> dict:
-    result = out / "C.json"
+def _latency(out: Path, tag: str, llama: Path, backends: str,
+             env: dict[str, str] | None = None) -> dict[str, float]:
+    """Mean time per output token of one request (128 in, 128 out), per backend."""
+    result = out / f"{tag}.json"
     run([*PAGODA, "bench", "latency", str(llama), "--device", "cuda", "--load-format", "dummy",
-         "--dtype", "bfloat16", "--backend", "pagoda,hf", "--batch-size", "1", "--input-len",
+         "--dtype", "bfloat16", "--backend", backends, "--batch-size", "1", "--input-len",
          "128", "--output-len", "128", "--num-iters", "3", "--num-iters-warmup", "1",
-         *SHARED_GPU, "--output-json", str(result)], out / "C.log")
+         *SHARED_GPU, "--output-json", str(result)], out / f"{tag}.log", env=env)
     r = json.loads(result.read_text())
-    tpot = {k: v["latency_s"]["mean"] / 128 for k, v in r["results"].items()}
+    return {k: v["latency_s"]["mean"] / 128 for k, v in r["results"].items()}
+
+
+def bench_c(out: Path, llama: Path, s: dict) -> dict:
+    tpot = _latency(out, "C", llama, "pagoda,hf")
+    # The same with cuBLAS for every matmul: what the small-batch GEMV kernel is worth.
+    cublas = _latency(out, "C-cublas", llama, "pagoda",
+                      {**os.environ, "PAGODA_REFERENCE_OPS": "linear"})["pagoda"]
     bound = s["weight_bytes"] / PEAK_BYTES_PER_S
     return {"benchmark": "C 8B single stream (128,128)", "pagoda TPOT ms": 1e3 * tpot["pagoda"],
+            "pagoda TPOT ms, cuBLAS matmuls": 1e3 * cublas,
             "hf TPOT ms": 1e3 * tpot.get("hf", float("nan")),
             "ratio": tpot.get("hf", float("nan")) / tpot["pagoda"],
             "weights-bound TPOT ms": 1e3 * bound, "bandwidth roofline": bound / tpot["pagoda"],
@@ -246,6 +258,13 @@ def profile(out: Path, llama: Path, qwen: Path) -> list[dict]:
     return []
 
 
+def gemv(out: Path) -> list[dict]:
+    """The small-batch GEMV kernel against cuBLAS on the 8B shapes (ci/gemv_bench.py)."""
+    run([sys.executable, str(ROOT / "ci" / "gemv_bench.py"), "--json", str(out / "G.json")],
+        out / "G.log")
+    return []
+
+
 def main() -> int:
     out = Path(sys.argv[1])
     out.mkdir(parents=True, exist_ok=True)
@@ -256,7 +275,8 @@ def main() -> int:
     plan = {"P": lambda: profile(out, llama, qwen),
             "A": lambda: [bench_a(out, llama, s8)], "B": lambda: [bench_b(out, llama, s8)],
             "C": lambda: [bench_c(out, llama, s8)], "D": lambda: [bench_d(out, qwen, s06)],
-            "E": lambda: bench_e_f(out, llama, s8)}
+            "E": lambda: bench_e_f(out, llama, s8),
+            "G": lambda: gemv(out)}
     for key in dict.fromkeys("E" if k == "F" else k for k in wanted):
         try:
             rows += plan[key]()

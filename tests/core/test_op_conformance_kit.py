@@ -15,6 +15,18 @@ from pagoda.plugins import KernelProvider
 from pagoda.testing import check_kernel_provider, check_op, op_cases
 
 
+def _ignores_bias(x, weight, bias=None):
+    return F.linear(x, weight)
+
+
+def _flattens_leading_dims(x, weight, bias=None):
+    return F.linear(x.reshape(-1, x.shape[-1]), weight, bias)
+
+
+def _float_linear(x, weight, bias=None):
+    return F.linear(x.float(), weight.float(), None if bias is None else bias.float())
+
+
 def _no_eps_rms_norm(x, weight, eps):
     return reference.rms_norm(x, weight, 0.0)
 
@@ -86,6 +98,9 @@ def _raises(x):
 
 # (op, broken impl, dtype, which case labels may fail (None: any), the problem reported)
 MUTANTS: list[tuple[str, Callable[..., Any], torch.dtype, str | None, str]] = [
+    ("linear", _ignores_bias, torch.float32, "bias", "elements beyond"),
+    ("linear", _flattens_leading_dims, torch.bfloat16, "x[2, 3,", "shape"),
+    ("linear", _float_linear, torch.float16, None, "dtype float32 != expected"),
     ("rms_norm", _no_eps_rms_norm, torch.float32, "*0.001", "elements beyond"),
     ("rms_norm", _unweighted_rms_norm, torch.bfloat16, None, "elements beyond"),
     ("fused_add_rms_norm", _wrong_residual, torch.float16, None, "output[1]"),

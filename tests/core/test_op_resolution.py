@@ -69,3 +69,21 @@ def test_use_ops_sets_and_restores_the_current_table() -> None:
     with use_ops(table):
         assert current_ops() is table
     assert current_ops().providers["rms_norm"] == "core/reference"
+
+
+def test_reference_ops_env_overrides_the_platform_provider(monkeypatch) -> None:
+    from pagoda.ops import reference
+
+    monkeypatch.setenv("PAGODA_REFERENCE_OPS", "rms_norm, silu_and_mul")
+    table = OpTable("cpu")
+    assert table.rms_norm is reference.rms_norm
+    assert table.silu_and_mul is reference.silu_and_mul
+    assert table.providers["rms_norm"].startswith("core/reference")
+    assert table.providers["fused_add_rms_norm"] == (
+        "cpu/cpu_native" if "fused_add_rms_norm" in CPU_OPS else "core/reference")
+
+
+def test_reference_ops_env_names_unknown_ops(monkeypatch) -> None:
+    monkeypatch.setenv("PAGODA_REFERENCE_OPS", "rms_norm,no_such_op")
+    with pytest.raises(OpResolutionError, match="no_such_op"):
+        OpTable("cpu")

@@ -19,6 +19,7 @@ from triton.compiler import ASTSource
 
 from pagoda.kernels.triton.activation import _silu_and_mul_kernel
 from pagoda.kernels.triton.attention_kernels import _attention_kernel, _reduce_splits_kernel
+from pagoda.kernels.triton.gemv import _gemv_kernel, _sum_splits_kernel
 from pagoda.kernels.triton.kv_cache import _reshape_and_cache_kernel
 from pagoda.kernels.triton.norm import _rms_norm_kernel
 from pagoda.kernels.triton.rotary import _rotary_kernel
@@ -61,6 +62,13 @@ def _attention(dot: Any, **overrides: Any) -> dict[str, Any]:
     return consts
 
 
+def _gemv(dot: Any, **overrides: Any) -> dict[str, Any]:
+    consts = dict(BLOCK_M=1, BLOCK_N=8, BLOCK_K=512, EVEN_K=True, USE_DOT=False,
+                  DOT_DTYPE=dot, HAS_BIAS=False, NUM_SPLITS=1, STAGES=3)
+    consts.update(overrides)
+    return consts
+
+
 VARIANTS: list[tuple[str, Any, str, dict[str, Any], set[str]]] = [
     ("attention bf16 prefill", _attention_kernel, "*bf16", _attention(tl.bfloat16), set()),
     ("attention bf16 decode split window softcap one-seq", _attention_kernel, "*bf16",
@@ -87,6 +95,19 @@ VARIANTS: list[tuple[str, Any, str, dict[str, Any], set[str]]] = [
     ("rotary gptj", _rotary_kernel, "*fp32",
      dict(NUM_HEADS=6, NUM_KV_HEADS=1, HEAD_SIZE=80, ROT_DIM=80, IS_NEOX=False, HEADS_PAD=8,
           KV_HEADS_PAD=1, HALF_PAD=64, HEAD_PAD=128), set()),
+    ("gemv bf16 1 row", _gemv_kernel, "*bf16", _gemv(tl.bfloat16), set()),
+    ("gemv fp16 4 rows odd K bias", _gemv_kernel, "*fp16",
+     _gemv(tl.float16, BLOCK_M=4, BLOCK_K=256, EVEN_K=False, HAS_BIAS=True), set()),
+    ("gemv bf16 dot 16-column tiles", _gemv_kernel, "*bf16",
+     _gemv(tl.bfloat16, BLOCK_M=16, BLOCK_N=16, BLOCK_K=256, USE_DOT=True, STAGES=4), set()),
+    ("gemv bf16 dot 64-column tiles split", _gemv_kernel, "*bf16",
+     _gemv(tl.bfloat16, BLOCK_M=16, BLOCK_N=64, BLOCK_K=64, USE_DOT=True, NUM_SPLITS=4,
+           STAGES=4), set()),
+    ("gemv fp32 dot (ieee) odd K", _gemv_kernel, "*fp32",
+     _gemv(tl.float32, BLOCK_M=16, BLOCK_N=16, BLOCK_K=128, USE_DOT=True, EVEN_K=False,
+           STAGES=4), set()),
+    ("gemv split sum", _sum_splits_kernel, "*bf16",
+     dict(HAS_BIAS=True, NUM_SPLITS=4, BLOCK=1024), set()),
 ]
 
 

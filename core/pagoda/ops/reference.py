@@ -9,6 +9,12 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+linear = F.linear
+"""linear(x, weight, bias=None): x @ weight^T (+ bias) for x [..., K], weight [N, K] as
+nn.Linear stores it and bias [N], all of one dtype; [..., N] in that dtype. torch's own
+function rather than a wrapper, so that where the reference serves (the CPU) a dense layer
+costs exactly what F.linear does."""
+
 
 def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
     """x / rms(x) * weight over the last dim, computed in float32, returned in x's dtype."""

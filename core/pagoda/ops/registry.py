@@ -8,6 +8,7 @@ returns a plain callable: nothing on the per-token path goes through the registr
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -70,13 +71,32 @@ def resolve_op(
     raise OpResolutionError(f"No usable provider of op {op!r} on {platform!r}: {reasons}")
 
 
+REFERENCE_OPS_ENV = "PAGODA_REFERENCE_OPS"
+"""Comma-separated ops to run with core's reference whatever the platform provides (to
+compare a kernel with the reference end to end, or to rule a kernel out)."""
+
+
+def reference_ops_requested() -> set[str]:
+    names = {n.strip() for n in os.environ.get(REFERENCE_OPS_ENV, "").split(",") if n.strip()}
+    unknown = names - set(OPS)
+    if unknown:
+        raise OpResolutionError(f"{REFERENCE_OPS_ENV} names unknown ops {sorted(unknown)} "
+                                f"(known: {', '.join(sorted(OPS))})")
+    return names
+
+
 class OpTable:
     """Every op resolved for one platform: `table.rms_norm(x, w, eps)` is a plain call."""
 
     def __init__(self, platform: str, regs: PluginRegistries | None = None, **static_args: Any):
         self.platform = platform
         self.providers: dict[str, str] = {}
+        forced = reference_ops_requested()
         for op in OPS:
+            if op in forced:
+                setattr(self, op, OPS[op].reference)
+                self.providers[op] = f"core/{REFERENCE_PROVIDER} ({REFERENCE_OPS_ENV})"
+                continue
             entry = resolve_op(op, platform, regs, **static_args)
             setattr(self, op, load_target(entry.spec.impl))
             self.providers[op] = f"{entry.plugin}/{entry.spec.name}"

@@ -9,6 +9,7 @@ from pagoda.plugins.lazy import Target
 ANY_PLATFORM = "*"
 
 CORE_OPS = (
+    "linear",
     "rms_norm",
     "fused_add_rms_norm",
     "rotary_embedding",

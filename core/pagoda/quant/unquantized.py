@@ -1,11 +1,11 @@
-"""Plain dense weights in the model dtype."""
+"""Plain dense weights in the model dtype, applied by the resolved `linear` op."""
 
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
+from pagoda.ops import current_ops
 from pagoda.quant.method import QuantMethod
 
 
@@ -17,8 +17,10 @@ class UnquantizedMethod(QuantMethod):
     ) -> None:
         weight = torch.empty(output_size, input_size, dtype=dtype)
         layer.register_parameter("weight", nn.Parameter(weight, requires_grad=False))
+        # Bound now, as the layer is built under the platform's op table (`use_ops`).
+        layer.linear_op = current_ops().linear
 
     def apply(
         self, layer: nn.Module, x: torch.Tensor, bias: torch.Tensor | None = None
     ) -> torch.Tensor:
-        return F.linear(x, layer.weight, bias)
+        return layer.linear_op(x, layer.weight, bias)

@@ -46,6 +46,24 @@ def _weight(gen: torch.Generator, size: int, dtype: torch.dtype) -> torch.Tensor
     return (1.0 + 0.1 * torch.randn(size, generator=gen)).to(dtype)
 
 
+# (leading shape of x, K, N, bias): one row (a decode), odd sizes, 16 rows and more, leading
+# dims, a K long enough that GPUs split it, and more rows than the small-batch kernels take.
+LINEAR_SHAPES = (((1,), 64, 48, False), ((3,), 200, 37, True), ((2, 3), 40, 24, False),
+                 ((16,), 96, 130, True), ((1,), 2056, 20, True), ((5,), 1030, 72, False),
+                 ((33,), 72, 40, True))
+
+
+def linear_cases(dtype: torch.dtype, gen: torch.Generator) -> Iterator[OpCase]:
+    """Weights scaled by 1/sqrt(K): outputs of order one at any K."""
+    for lead, k, n, has_bias in LINEAR_SHAPES:
+        args = {"x": _randn(gen, *lead, k, dtype=dtype),
+                "weight": _randn(gen, n, k, dtype=dtype, scale=k**-0.5),
+                "bias": _randn(gen, n, dtype=dtype) if has_bias else None}
+        label = f"x{[*lead, k]} W[{n}, {k}]{' bias' if has_bias else ''}"
+        yield OpCase("linear", label, args, {"dtype": dtype, "in_features": k,
+                                             "out_features": n})
+
+
 # (shape, eps, scale of x): the last has values so small that eps dominates the mean square.
 NORM_SHAPES = (((1, 8), 1e-6, 3.0), ((7, 33), 1e-5, 3.0), ((3, 5, 128), 1e-6, 3.0),
                ((16, 1024), 1e-6, 3.0), ((4, 64), 1e-5, 1e-3))
@@ -237,6 +255,7 @@ def sample_from_logits_cases(dtype: torch.dtype, gen: torch.Generator) -> Iterat
 
 
 CASE_GENERATORS: dict[str, Callable[[torch.dtype, torch.Generator], Iterator[OpCase]]] = {
+    "linear": linear_cases,
     "rms_norm": rms_norm_cases,
     "fused_add_rms_norm": fused_add_rms_norm_cases,
     "rotary_embedding": rotary_embedding_cases,

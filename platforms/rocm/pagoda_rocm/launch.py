@@ -5,7 +5,9 @@ RDNA. Warps are chosen here by threads per program:
 
 - row and element kernels: 128 threads (2 wavefronts on CDNA), what 4 warps are on CUDA;
 - attention: 256 threads (4 wavefronts on CDNA, 8 on RDNA), its key loop unpipelined
-  (num_stages=1).
+  (num_stages=1);
+- matmuls of a few rows (gemv): 256 threads, its K loop double-buffered (num_stages=2),
+  whatever tiles the kernel picks for the shape.
 
 Compiled for gfx942, gfx950 and gfx1201 without a GPU (tests/platforms/rocm), the choices
 keep every kernel free of register spills, except the float32 attention on RDNA:
@@ -21,6 +23,7 @@ from pagoda.kernels.triton.launch import LaunchParams, TritonLaunch
 from pagoda_rocm.arch import wavefront_size
 
 ATTENTION_THREADS = 256
+GEMV_THREADS = 256
 ROW_THREADS = 128
 
 
@@ -32,4 +35,5 @@ def launch_for_arch(arch: str) -> TritonLaunch:
         attention=LaunchParams(num_warps=ATTENTION_THREADS // wavefront, num_stages=1),
         reduce=rows,
         elementwise=rows,
+        gemv=LaunchParams(num_warps=GEMV_THREADS // wavefront, num_stages=2),
     )

@@ -33,6 +33,7 @@ def _on_device(kernel: Callable[..., Any]) -> Callable[..., Any]:
     return launch_on_device
 
 
+linear = _on_device(shared.linear)
 rms_norm = _on_device(shared.rms_norm)
 fused_add_rms_norm = _on_device(shared.fused_add_rms_norm)
 rotary_embedding = _on_device(shared.rotary_embedding)

@@ -21,6 +21,7 @@ from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 
 from pagoda.kernels.triton.attention_kernels import _attention_kernel, _reduce_splits_kernel
+from pagoda.kernels.triton.gemv import _gemv_kernel
 from pagoda.kernels.triton.launch import LaunchParams, TritonLaunch
 from pagoda_rocm.arch import wavefront_size
 from pagoda_rocm.launch import launch_for_arch
@@ -42,6 +43,8 @@ def params_for(fn: Any, launch: TritonLaunch) -> LaunchParams:
         return launch.attention
     if fn is _reduce_splits_kernel:
         return launch.reduce
+    if fn is _gemv_kernel:
+        return launch.gemv
     return launch.elementwise
 
 
@@ -58,6 +61,8 @@ def main(arch: str) -> int:
     target = GPUTarget("hip", arch, wavefront_size(arch))
     for label, fn, data, consts, wide in sm90.VARIANTS:
         options = params_for(fn, launch).kwargs()
+        if fn is _gemv_kernel:  # its K loop is pipelined as deep as the launch says
+            consts = {**consts, "STAGES": options["num_stages"]}
         start = time.perf_counter()
         try:
             compiled = triton.compile(ASTSource(fn, sm90._signature(fn, data, consts, wide),

@@ -69,8 +69,10 @@ def test_launch_parameters_keep_threads_per_program() -> None:
     cdna, rdna = launch_for_arch("gfx942:sramecc+:xnack-"), launch_for_arch("gfx1201")
     assert cdna == TritonLaunch(attention=LaunchParams(num_warps=4, num_stages=1),
                                 reduce=LaunchParams(num_warps=2),
-                                elementwise=LaunchParams(num_warps=2))
+                                elementwise=LaunchParams(num_warps=2),
+                                gemv=LaunchParams(num_warps=4, num_stages=2))
     assert rdna.attention == LaunchParams(num_warps=8, num_stages=1)
+    assert rdna.gemv == LaunchParams(num_warps=8, num_stages=2)
     assert rdna.elementwise == rdna.reduce == LaunchParams(num_warps=4)
     assert cdna.attention.kwargs() == {"num_warps": 4, "num_stages": 1}
     assert DEFAULT_LAUNCH.attention.kwargs() == DEFAULT_LAUNCH.elementwise.kwargs() == {}

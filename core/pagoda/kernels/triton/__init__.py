@@ -2,11 +2,12 @@
 
 Importing this package imports Triton. The kernels run wherever Triton does: on GPUs, and
 on the host CPU under ``TRITON_INTERPRET=1`` (set before Triton is imported) for tests at
-small sizes. They accumulate in float32 and mask every load.
+small sizes. They accumulate in float32 and never load out of bounds.
 """
 
 from pagoda.kernels.triton.activation import silu_and_mul
 from pagoda.kernels.triton.attention import num_kv_splits, paged_attention, paged_attention_with
+from pagoda.kernels.triton.gemv import linear, linear_with
 from pagoda.kernels.triton.kv_cache import reshape_and_cache
 from pagoda.kernels.triton.norm import fused_add_rms_norm, rms_norm
 from pagoda.kernels.triton.rotary import rotary_embedding
@@ -14,6 +15,8 @@ from pagoda.kernels.triton.sampling import sample_from_logits
 
 __all__ = [
     "fused_add_rms_norm",
+    "linear",
+    "linear_with",
     "num_kv_splits",
     "paged_attention",
     "paged_attention_with",

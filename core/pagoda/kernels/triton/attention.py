@@ -7,13 +7,11 @@ step's longest query) and explicit tile and split choices, for backends and test
 
 from __future__ import annotations
 
-import functools
-
 import torch
 import triton
 
 from pagoda.kernels.triton.attention_kernels import _attention_kernel, _reduce_splits_kernel
-from pagoda.kernels.triton.common import dot_dtype, pow2, unit_last_stride
+from pagoda.kernels.triton.common import dot_dtype, parallel_units, pow2, unit_last_stride
 from pagoda.kernels.triton.launch import DEFAULT_LAUNCH, TritonLaunch
 
 TILE_N = 64
@@ -31,21 +29,11 @@ MIN_SPLIT_KEYS = 256
 MAX_SPLITS = 16
 
 
-@functools.cache
-def _parallel_units(device: torch.device) -> int:
-    """Streaming multiprocessors (or compute units) of `device`; 1 where unknown."""
-    try:
-        props = torch.get_device_module(device).get_device_properties(device)
-    except (AttributeError, RuntimeError, AssertionError):
-        return 1
-    return int(getattr(props, "multi_processor_count", 1))
-
-
 def num_kv_splits(num_seqs: int, num_kv_heads: int, max_query_len: int, max_kv_len: int,
                   device: torch.device) -> int:
     """How many key ranges to attend in parallel: more than one only for decode-sized
     queries whose (sequence, kv head) programs would leave the device's units idle."""
-    units = _parallel_units(device)
+    units = parallel_units(device)
     if max_query_len > 1 or units == 1:
         return 1
     programs = num_seqs * num_kv_heads

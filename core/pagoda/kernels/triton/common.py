@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 import torch
 import triton
 import triton.language as tl
@@ -22,6 +24,16 @@ def dot_dtype(dtype: torch.dtype, kernel: object) -> tl.dtype:
     if interpreted(kernel):
         return tl.float32
     return _DOT_DTYPES.get(dtype, tl.float32)
+
+
+@functools.cache
+def parallel_units(device: torch.device) -> int:
+    """Streaming multiprocessors (or compute units) of `device`; 1 where unknown."""
+    try:
+        props = torch.get_device_module(device).get_device_properties(device)
+    except (AttributeError, RuntimeError, AssertionError):
+        return 1
+    return int(getattr(props, "multi_processor_count", 1))
 
 
 def pow2(n: int, minimum: int = 1) -> int:

@@ -3,7 +3,8 @@
 A platform whose hardware wants other launch settings than Triton's defaults (e.g. AMD
 GPUs, whose 64-wide wavefronts make Triton's default of 4 "warps" twice the threads it is
 on NVIDIA GPUs) passes a `TritonLaunch` to the launchers' `launch=` argument. The default
-sets nothing, so every launch is exactly Triton's default.
+sets nothing: every launch is Triton's default (for the gemv kernel, its own choice by
+shape).
 """
 
 from __future__ import annotations
@@ -37,6 +38,10 @@ class TritonLaunch:
 
     elementwise: LaunchParams = field(default_factory=LaunchParams)
     """Row and element kernels: norms, rotary, activation, KV cache writes."""
+
+    gemv: LaunchParams = field(default_factory=LaunchParams)
+    """`_gemv_kernel`: matmuls of a few rows. None keeps the kernel's own choice for the
+    shape (see `pagoda.kernels.triton.gemv.plan_gemv`), not Triton's default."""
 
 
 DEFAULT_LAUNCH = TritonLaunch()

@@ -6,6 +6,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from pagoda.ops import current_ops
+
 
 class VocabEmbedding(nn.Module):
     """Token id -> hidden vector; weight [vocab, hidden]."""
@@ -38,6 +40,7 @@ class LMHead(nn.Module):
             self.weight = nn.Parameter(
                 torch.empty(vocab_size, hidden_size, dtype=dtype), requires_grad=False
             )
+        self._linear = current_ops().linear
 
     def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
-        return F.linear(hidden_states, self.weight).float()
+        return self._linear(hidden_states, self.weight).float()
