@@ -43,8 +43,14 @@ def test_latency_reports_percentiles(model_dir, tmp_path, capsys):
                "--output-json", str(out)])
     assert rc == 0
     assert "Avg latency:" in capsys.readouterr().out
-    lat = json.loads(out.read_text())["results"]["pagoda"]["latency_s"]
+    report = json.loads(out.read_text())["results"]["pagoda"]
+    lat = report["latency_s"]
     assert 0 < lat["p10"] <= lat["p50"] <= lat["p99"]
+    # The prefill alone (one output token) is shorter than the whole batch, and the time per
+    # later token is what remains, spread over the other three.
+    first, tpot = report["first_token_latency_s"], report["time_per_output_token_s"]
+    assert 0 < first < lat["mean"]
+    assert tpot == pytest.approx((lat["mean"] - first) / 3)
 
 
 def test_dataset_lengths_and_no_special_tokens():

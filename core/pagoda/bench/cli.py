@@ -72,10 +72,11 @@ def _backends(args: argparse.Namespace) -> list[Any]:
     return [BACKENDS[n](args) for n in names]
 
 
-def _workload(args: argparse.Namespace, backend: Any, count: int, seed: int) -> list[BenchRequest]:
+def _workload(args: argparse.Namespace, backend: Any, count: int, seed: int,
+              output_len: int | None = None) -> list[BenchRequest]:
     special = getattr(backend, "special_token_ids", frozenset({0, 1, 2}))
-    return random_requests(count, args.input_len, args.output_len, backend.vocab_size,
-                           args.range_ratio, seed, special)
+    return random_requests(count, args.input_len, output_len or args.output_len,
+                           backend.vocab_size, args.range_ratio, seed, special)
 
 
 def _throughput_report(result: RunResult) -> dict[str, Any]:
@@ -116,23 +117,33 @@ def _run_throughput(args: argparse.Namespace, backends: list[Any]) -> dict[str, 
     return results
 
 
+def _latencies(args: argparse.Namespace, backend: Any,
+               output_len: int | None = None) -> list[float]:
+    return [backend.run(_workload(args, backend, args.batch_size, args.seed + i,
+                                  output_len)).elapsed for i in range(args.num_iters)]
+
+
 def _run_latency(args: argparse.Namespace, backends: list[Any]) -> dict[str, Any]:
+    """Each backend: the batch's latency, then the same prompts with one output token (the
+    prefill), so the time per output token after the first comes out as their difference."""
     results = {}
     for backend in backends:
         for i in range(args.num_iters_warmup):
             backend.run(_workload(args, backend, args.batch_size, args.seed + 1000 + i))
-        latencies = [
-            backend.run(_workload(args, backend, args.batch_size, args.seed + i)).elapsed
-            for i in range(args.num_iters)
-        ]
-        report = {"description": backend.description, "latency_s": summarize(latencies),
+        whole = summarize(_latencies(args, backend))
+        report = {"description": backend.description, "latency_s": whole,
                   "batch_size": args.batch_size, "input_len": args.input_len,
                   "output_len": args.output_len}
-        s = report["latency_s"]
         print(f"== {backend.name}: {backend.description} ==")
-        print(f"Avg latency: {s['mean']:.4f} s (batch {args.batch_size}, {args.input_len} in, "
-              f"{args.output_len} out); p50 {s['p50']:.4f}, p90 {s['p90']:.4f}, "
-              f"p99 {s['p99']:.4f}")
+        print(f"Avg latency: {whole['mean']:.4f} s (batch {args.batch_size}, {args.input_len} "
+              f"in, {args.output_len} out); p50 {whole['p50']:.4f}, p90 {whole['p90']:.4f}, "
+              f"p99 {whole['p99']:.4f}")
+        if args.output_len > 1:
+            first = summarize(_latencies(args, backend, output_len=1))["mean"]
+            tpot = (whole["mean"] - first) / (args.output_len - 1)
+            report.update(first_token_latency_s=first, time_per_output_token_s=tpot)
+            print(f"First token (the prefill): {first * 1e3:.2f} ms; time per output token "
+                  f"after it: {tpot * 1e3:.3f} ms")
         results[backend.name] = report
     return results
 

@@ -6,6 +6,7 @@ import argparse
 import logging
 import sys
 
+from pagoda import logs
 from pagoda.plugins.lazy import load_target
 from pagoda.plugins.manager import get_registries, warn_about_failed_plugins
 from pagoda.version import __version__
@@ -38,7 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    logs.configure(logging.INFO)
     regs = get_registries()
     parser = build_parser()
     args = parser.parse_args(argv)

@@ -73,7 +73,8 @@ class EngineCoreClient:
         # A fresh ModelSource: the parent's may hold a parsed GGUF that should not travel.
         self.process = ctx.Process(
             target=run_engine_core, name="pagoda-engine-core",
-            args=(child_conn, config, replace(source), hf_config, config.model.max_model_len),
+            args=(child_conn, config, replace(source), hf_config, config.model.max_model_len,
+                  logging.getLogger().getEffectiveLevel()),
         )
         self.process.start()
         child_conn.close()

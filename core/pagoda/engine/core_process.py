@@ -9,6 +9,7 @@ exits on `Shutdown`, or when the pipe breaks (the parent died).
 
 from __future__ import annotations
 
+import logging
 import queue
 import signal
 import threading
@@ -17,6 +18,7 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any
 
+from pagoda import logs
 from pagoda.config import EngineConfig
 from pagoda.engine.core import EngineCore, EngineStats
 from pagoda.engine.request import Request, RequestStatus
@@ -96,9 +98,11 @@ class UtilityResult:
 
 
 def run_engine_core(conn: Connection, config: EngineConfig, source: ModelSource,
-                    hf_config: Any, max_model_len: int) -> None:
-    """The process's entry point: build the core, report Ready (or CoreFailed), serve."""
+                    hf_config: Any, max_model_len: int, log_level: int = logging.WARNING) -> None:
+    """The process's entry point: build the core, report Ready (or CoreFailed), serve.
+    `log_level`: the parent's, so the core's start-up lines show where the parent's do."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
+    logs.configure(log_level)
     try:
         core = EngineCore(config, source, hf_config, max_model_len)
     except BaseException as exc:
