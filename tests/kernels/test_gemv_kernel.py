@@ -1,4 +1,4 @@
-"""The Triton gemv kernel (`linear` for up to 16 rows) matches core's reference: on the
+"""The Triton gemv kernel (`linear` for one row, `linear_with` up to 16) matches core's reference: on the
 conformance kit's cases, on every path (float32 registers, tl.dot) with and without K
 splits, odd N and K, with and without a bias, and on strided and batched inputs. Its
 launch plans follow from the shape alone; on a GPU, calls replay from a CUDA graph."""
@@ -13,8 +13,8 @@ pytest.importorskip("triton")
 
 from pagoda.kernels import triton as kernels  # noqa: E402
 from pagoda.kernels.triton.gemv import (  # noqa: E402
-    MAX_ROWS,
     MAX_SPLITS,
+    SERVED_ROWS,
     GemvPlan,
     linear_with,
     plan_gemv,
@@ -96,7 +96,7 @@ def test_strided_batched_and_vector_inputs(device: str) -> None:
 
 def test_more_rows_and_other_types_go_to_torch(device: str) -> None:
     gen = torch.Generator().manual_seed(11)
-    x, w, b = (t.to(device) for t in _operands(gen, MAX_ROWS + 1, 24, 32, torch.float32))
+    x, w, b = (t.to(device) for t in _operands(gen, SERVED_ROWS + 1, 24, 32, torch.float32))
     assert torch.equal(kernels.linear(x, w, b), F.linear(x, w, b))
     empty = torch.empty(0, 32, device=device)
     assert kernels.linear(empty, w).shape == (0, 24)

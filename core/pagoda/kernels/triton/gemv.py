@@ -11,8 +11,8 @@ the time to stream W. Each program owns BLOCK_N output columns (rows of W) and w
 
 When the output has too few column tiles to give every multiprocessor work, K is split
 across programs that write float32 partial sums, which a second kernel adds in a fixed
-order: results do not depend on timing (no atomics). Above MAX_ROWS rows torch's matmul
-serves (cuBLAS is at the roofline there). Launch choices come from (M, N, K), the device's
+order: results do not depend on timing (no atomics). Above SERVED_ROWS rows torch's
+matmul serves (cuBLAS is as fast or faster there). Launch choices come from (M, N, K), the device's
 multiprocessor count and the platform's launch parameters alone: nothing is tuned or
 synchronised at call time, so calls can be captured in device graphs.
 """
@@ -32,7 +32,12 @@ from pagoda.kernels.triton.common import dot_dtype, parallel_units, pow2, rows, 
 from pagoda.kernels.triton.launch import DEFAULT_LAUNCH, TritonLaunch
 
 MAX_ROWS = 16
-"""Most rows of x the kernel takes; torch serves more."""
+"""Most rows of x the kernel takes (`linear_with`)."""
+
+SERVED_ROWS = 1
+"""Most rows `linear` sends to the kernel; torch serves more. Measured on an H200 over the
+matmuls of a Llama-3-8B decode step: the kernel beats cuBLAS at one row (1.05x), not at
+2 to 16 (0.84x to 0.98x) (docs/benchmarks.md, G)."""
 
 FMA_MAX_ROWS = 4
 """Most rows multiplied in registers; more go through tl.dot."""
@@ -185,11 +190,11 @@ def _sum_splits_kernel(
 
 def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None, *,
            launch: TritonLaunch = DEFAULT_LAUNCH) -> torch.Tensor:
-    """See `pagoda.ops.reference.linear`. The kernel serves 1 to MAX_ROWS rows of 16- or
-    32-bit floats times a weight of the same type; torch serves everything else."""
+    """See `pagoda.ops.reference.linear`. The kernel serves up to SERVED_ROWS rows of 16-
+    or 32-bit floats times a weight of the same type; torch serves everything else."""
     k, n = x.shape[-1], weight.shape[0]
     m = math.prod(x.shape[:-1])
-    if not (0 < m <= MAX_ROWS and k and x.dtype == weight.dtype and x.dtype in KERNEL_DTYPES):
+    if not (0 < m <= SERVED_ROWS and k and x.dtype == weight.dtype and x.dtype in KERNEL_DTYPES):
         return F.linear(x, weight, bias)
     plan = plan_gemv(m, n, k, parallel_units(x.device), x.element_size(), launch)
     return linear_with(x, weight, bias, plan, launch=launch)
