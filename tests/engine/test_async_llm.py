@@ -205,6 +205,29 @@ def test_outputs_after_a_front_end_stop_are_ignored(engine):
     assert out.outputs[0].finish_reason == "stop" and not out.finished
 
 
+@pytest.mark.parametrize("stop", [None, "w10"])
+def test_steps_processed_together_equal_steps_processed_one_by_one(engine, stop):
+    """The reader merges the steps waiting in the pipe into one pass: the request must end
+    with the same tokens, text and finish either way, a stop string included."""
+    inputs = engine.frontend.input_processor(engine.max_model_len)
+    prompt = inputs.tokenize([5, 6])
+    steps = [[EngineCoreOutput("p", [9])], [EngineCoreOutput("p", [10])],
+             [EngineCoreOutput("p", [11], finish_reason="length")]]
+
+    def processor() -> OutputProcessor:
+        p = OutputProcessor(engine.tokenizer)
+        p.add("p", prompt, inputs.make_requests("p", prompt, greedy(3, stop=stop)))
+        return p
+
+    one_by_one = processor()
+    finals = [out for step in steps for out in one_by_one.process(step)[0]]
+    together, _ = processor().process([out for step in steps for out in step])
+    want, got = finals[-1].outputs[0], together[-1].outputs[0]
+    assert (got.token_ids, got.text, got.finish_reason) == (
+        want.token_ids, want.text, want.finish_reason)
+    assert got.token_ids == ([9, 10] if stop else [9, 10, 11])
+
+
 @pytest.mark.parametrize("prompt, params, match", [
     ([], greedy(), "empty"),
     ([5, VOCAB], greedy(), "out of range"),

@@ -38,3 +38,27 @@ def test_through_a_pipe():
     here, there = multiprocessing.Pipe()
     here.send(_message())
     assert there.recv() == _message()
+
+
+def test_the_reader_merges_waiting_steps_and_keeps_their_order():
+    """Steps already waiting in the pipe are taken in one pass, consecutive ones merged;
+    other messages keep their place between them."""
+    from pagoda.engine.core_client import EngineCoreClient
+    from pagoda.engine.core_process import UtilityResult
+
+    here, there = multiprocessing.Pipe()
+    client = EngineCoreClient.__new__(EngineCoreClient)  # its reader's pipe, no process
+    client._conn = here
+    stats = [EngineStats(i, 0, 0.0, 0, 0, 0) for i in range(4)]
+    for i in range(3):
+        there.send(StepOutputs([EngineCoreOutput("a", [i]), EngineCoreOutput("b", [10 + i])],
+                               stats[i]))
+    there.send(UtilityResult(7, "value"))
+    there.send(StepOutputs([EngineCoreOutput("a", [3])], stats[3]))
+    first, result, last = client._receive_waiting()
+    assert [(o.request_id, o.new_token_ids) for o in first.outputs] == [
+        ("a", [0]), ("b", [10]), ("a", [1]), ("b", [11]), ("a", [2]), ("b", [12])]
+    assert first.stats == stats[2]  # the newest snapshot
+    assert (result.call_id, result.value) == (7, "value")
+    assert [o.new_token_ids for o in last.outputs] == [[3]] and last.stats == stats[3]
+    assert not here.poll()
