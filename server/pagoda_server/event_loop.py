@@ -17,5 +17,4 @@ def run(main: Coroutine[Any, Any, T]) -> T:
         import uvloop
     except ImportError:
         return asyncio.run(main)
-    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
-        return runner.run(main)
+    return uvloop.run(main)
