@@ -10,6 +10,7 @@ tokenizer, and a request whose stream fails, does it here with `tokenizer.decode
 
 from __future__ import annotations
 
+import weakref
 from typing import Any
 
 from tokenizers import Tokenizer
@@ -33,7 +34,7 @@ class IncrementalDetokenizer:
         self.ids = list(prompt_token_ids[-_CONTEXT_TOKENS:])
         self.prefix_offset = 0
         self.read_offset = len(self.ids)
-        self._backend = streaming_backend(tokenizer)
+        self._backend = _known_backend(tokenizer)
         self._stream = self._open_stream() if self._backend is not None else None
 
     def _open_stream(self) -> Any:
@@ -78,6 +79,20 @@ class IncrementalDetokenizer:
             ids, skip_special_tokens=self.skip_special_tokens,
             spaces_between_special_tokens=self.spaces_between_special_tokens,
         )
+
+
+_BACKENDS: weakref.WeakKeyDictionary[Any, Tokenizer | None] = weakref.WeakKeyDictionary()
+
+
+def _known_backend(tokenizer: Any) -> Tokenizer | None:
+    """`streaming_backend(tokenizer)`, worked out once per tokenizer (every request asks)."""
+    try:
+        return _BACKENDS[tokenizer]
+    except KeyError:
+        backend = _BACKENDS[tokenizer] = streaming_backend(tokenizer)
+        return backend
+    except TypeError:  # not weakly referenceable
+        return streaming_backend(tokenizer)
 
 
 def streaming_backend(tokenizer: Any) -> Tokenizer | None:
