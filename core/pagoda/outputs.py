@@ -1,10 +1,19 @@
-"""What `LLM.generate` returns (and the server streams)."""
+"""What the engine gives back: `LLM.generate`'s outputs (which the server streams), their
+logprobs, and the engine's statistics."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from pagoda.engine.scheduler_output import TokenLogprobs
+
+@dataclass
+class TokenLogprobs:
+    """Logprobs at one position: the chosen token first, then the top-k."""
+
+    token_ids: list[int]
+    logprobs: list[float]
+    rank: int
+    """Rank of the chosen token (1 = most likely)."""
 
 
 @dataclass
@@ -37,3 +46,15 @@ class RequestOutput:
     """Per prompt position; the first is None (nothing predicts it)."""
     num_cached_tokens: int = 0
     metrics: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass
+class EngineStats:
+    """A snapshot of the engine core, for metrics and logs."""
+
+    num_running: int
+    num_waiting: int
+    kv_cache_usage: float
+    prefix_cache_queries: int
+    prefix_cache_hits: int
+    num_preemptions: int

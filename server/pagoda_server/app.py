@@ -5,7 +5,7 @@ from __future__ import annotations
 from fastapi import FastAPI
 
 import pagoda_server
-from pagoda.engine.async_llm import AsyncLLM
+from pagoda.frontend.async_llm import AsyncLLM
 from pagoda_server.auth import APIKeyMiddleware
 from pagoda_server.errors import install_error_handlers
 from pagoda_server.handlers import anthropic, chat, completions, service, tokens

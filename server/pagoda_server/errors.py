@@ -14,7 +14,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 
-from pagoda.engine.async_llm import EngineDeadError
+from pagoda.frontend.async_llm import EngineDeadError
 
 _OPENAI_TYPES = {400: "invalid_request_error", 401: "invalid_request_error",
                  404: "invalid_request_error", 405: "invalid_request_error"}

@@ -14,8 +14,8 @@ from typing import TypeVar
 
 from fastapi import Request
 
-from pagoda.engine.async_llm import AsyncLLM, EngineDeadError
-from pagoda.engine.input_processor import PromptInput
+from pagoda.frontend.async_llm import AsyncLLM, EngineDeadError
+from pagoda.inputs import PromptInput
 from pagoda.outputs import RequestOutput
 from pagoda.sampling_params import SamplingParams
 from pagoda_server.errors import (

@@ -12,9 +12,8 @@ from prometheus_client import CollectorRegistry, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from pagoda.engine.async_llm import AsyncLLM, EngineDeadError, RequestCounters
-from pagoda.engine.core import EngineStats
-from pagoda.outputs import RequestOutput
+from pagoda.frontend.async_llm import AsyncLLM, EngineDeadError, RequestCounters
+from pagoda.outputs import EngineStats, RequestOutput
 
 PREFIX = "pagoda:"
 _STATS_TIMEOUT_S = 5.0

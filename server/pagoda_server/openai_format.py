@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pagoda.engine.scheduler_output import TokenLogprobs
-from pagoda.outputs import RequestOutput
+from pagoda.outputs import RequestOutput, TokenLogprobs
 
 _MIN_LOGPROB = -9999.0
 """Stands in for -inf, which JSON cannot carry."""

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 from fastapi import Request
 
-from pagoda.engine.async_llm import AsyncLLM
+from pagoda.frontend.async_llm import AsyncLLM
 from pagoda_server.errors import APIError
 from pagoda_server.metrics import ServerMetrics
 

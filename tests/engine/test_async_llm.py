@@ -16,9 +16,9 @@ import pytest
 
 from pagoda import LLM, SamplingParams
 from pagoda.config import CacheConfig, EngineConfig, ModelConfig, SchedulerConfig
-from pagoda.engine.async_llm import AsyncLLM, EngineDeadError, EngineStartupError
-from pagoda.engine.output_processor import OutputProcessor
 from pagoda.engine.scheduler_output import EngineCoreOutput
+from pagoda.frontend.async_llm import AsyncLLM, EngineDeadError, EngineStartupError
+from pagoda.frontend.output_processor import OutputProcessor
 from pagoda.outputs import RequestOutput
 from tests.engine.tiny_models import VOCAB, hf_greedy, make_checkpoint, tiny_configs
 
@@ -321,7 +321,7 @@ def test_core_start_up_error_carries_its_traceback(model_dir):
 _ORPHAN_SCRIPT = """
 import os, signal, sys
 from pagoda.config import CacheConfig, EngineConfig, ModelConfig
-from pagoda.engine.async_llm import AsyncLLM
+from pagoda.frontend.async_llm import AsyncLLM
 engine = AsyncLLM(EngineConfig(model=ModelConfig(sys.argv[1], dtype="float32"),
                                cache=CacheConfig(num_blocks_override=16), device="cpu"))
 print(engine.core_pid, flush=True)

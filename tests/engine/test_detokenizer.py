@@ -11,7 +11,7 @@ from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from tokenizers.decoders import DecodeStream
 from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
-from pagoda.engine.detokenizer import IncrementalDetokenizer, streaming_backend
+from pagoda.frontend.detokenizer import IncrementalDetokenizer, streaming_backend
 from pagoda.model_source import resolve_model
 from tests.engine.tiny_models import save_tokenizer
 

@@ -7,9 +7,9 @@ import multiprocessing
 import pickle
 from multiprocessing.reduction import ForkingPickler
 
-from pagoda.engine.core import EngineStats
-from pagoda.engine.core_process import StepOutputs
-from pagoda.engine.scheduler_output import EngineCoreOutput, TokenLogprobs
+from pagoda.engine.messages import StepOutputs
+from pagoda.engine.scheduler_output import EngineCoreOutput
+from pagoda.outputs import EngineStats, TokenLogprobs
 
 
 def _message() -> StepOutputs:
@@ -43,8 +43,8 @@ def test_through_a_pipe():
 def test_the_reader_merges_waiting_steps_and_keeps_their_order():
     """Steps already waiting in the pipe are taken in one pass, consecutive ones merged;
     other messages keep their place between them."""
-    from pagoda.engine.core_client import EngineCoreClient
-    from pagoda.engine.core_process import UtilityResult
+    from pagoda.engine.messages import UtilityResult
+    from pagoda.frontend.core_client import EngineCoreClient
 
     here, there = multiprocessing.Pipe()
     client = EngineCoreClient.__new__(EngineCoreClient)  # its reader's pipe, no process

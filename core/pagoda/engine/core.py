@@ -23,6 +23,7 @@ from pagoda.engine.request import Request, RequestStatus
 from pagoda.engine.scheduler import Scheduler
 from pagoda.engine.scheduler_output import EngineCoreOutput, SchedulerOutput, StepResult
 from pagoda.model_source import ModelSource
+from pagoda.outputs import EngineStats
 from pagoda.platforms import resolve_platform
 from pagoda.plugins.lazy import load_target
 from pagoda.plugins.manager import get_registries, warn_about_failed_plugins
@@ -36,18 +37,6 @@ class _InFlightStep:
     result: StepResult
     blocks_overlap: bool
     """Some request in it needs this step's tokens before its next step is scheduled."""
-
-
-@dataclass
-class EngineStats:
-    """A snapshot for metrics and logs."""
-
-    num_running: int
-    num_waiting: int
-    kv_cache_usage: float
-    prefix_cache_queries: int
-    prefix_cache_hits: int
-    num_preemptions: int
 
 
 class EngineCore:

@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
+from pagoda.outputs import TokenLogprobs
+
 if TYPE_CHECKING:
     from pagoda.sampling_params import SamplingParams
 
@@ -50,16 +52,6 @@ class SchedulerOutput:
     @property
     def is_empty(self) -> bool:
         return not self.scheduled
-
-
-@dataclass
-class TokenLogprobs:
-    """Logprobs at one position: the chosen token first, then the top-k."""
-
-    token_ids: list[int]
-    logprobs: list[float]
-    rank: int
-    """Rank of the chosen token (1 = most likely)."""
 
 
 @dataclass

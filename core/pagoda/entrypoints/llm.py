@@ -8,8 +8,8 @@ from typing import Any
 from tqdm.auto import tqdm
 
 from pagoda.config import EngineConfig
-from pagoda.engine.input_processor import PromptInput
-from pagoda.engine.llm_engine import LLMEngine
+from pagoda.frontend.llm_engine import LLMEngine
+from pagoda.inputs import PromptInput
 from pagoda.outputs import RequestOutput
 from pagoda.sampling_params import SamplingParams
 

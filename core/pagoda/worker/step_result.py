@@ -6,7 +6,8 @@ from dataclasses import dataclass, field
 
 import torch
 
-from pagoda.engine.scheduler_output import ModelRunnerOutput, TokenLogprobs
+from pagoda.engine.scheduler_output import ModelRunnerOutput
+from pagoda.outputs import TokenLogprobs
 from pagoda.sample import LogprobsTensors, SamplingState
 
 

@@ -15,7 +15,8 @@ import torch_xla
 from torch import nn
 
 from pagoda.attention import AttentionMetadataBuilder
-from pagoda.engine.scheduler_output import ModelRunnerOutput, SchedulerOutput, TokenLogprobs
+from pagoda.engine.scheduler_output import ModelRunnerOutput, SchedulerOutput
+from pagoda.outputs import TokenLogprobs
 from pagoda.sample import compute_prompt_logprobs
 from pagoda.worker.model_runner import ModelRunner
 from pagoda_tpu.shapes import StepShapes

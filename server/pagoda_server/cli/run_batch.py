@@ -65,7 +65,7 @@ async def _execute(client: httpx.AsyncClient, number: int, text: str) -> dict[st
 
 async def _run(args: argparse.Namespace, lines: list[tuple[int, str]]) -> list[dict[str, Any]]:
     # The engine and the app load torch: only when running, not for --help.
-    from pagoda.engine.async_llm import AsyncLLM
+    from pagoda.frontend.async_llm import AsyncLLM
     from pagoda_server.app import build_app
     from pagoda_server.cli.engine_setup import engine_config
     from pagoda_server.state import ServerConfig

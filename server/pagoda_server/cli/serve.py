@@ -14,7 +14,7 @@ from pagoda.plugins import get_registries
 from pagoda_server import __version__, event_loop
 
 if TYPE_CHECKING:  # the engine and the app load torch: only when serving, not for --help
-    from pagoda.engine.async_llm import AsyncLLM
+    from pagoda.frontend.async_llm import AsyncLLM
     from pagoda_server.state import ServerConfig
 
 API_KEY_ENV = "PAGODA_API_KEY"
@@ -71,7 +71,7 @@ def _url(host: str, port: int) -> str:
 async def _serve(args: argparse.Namespace) -> None:
     import uvicorn
 
-    from pagoda.engine.async_llm import AsyncLLM
+    from pagoda.frontend.async_llm import AsyncLLM
     from pagoda_server.app import build_app
     from pagoda_server.cli.engine_setup import engine_config
     from pagoda_server.state import ServerConfig

@@ -12,7 +12,7 @@ from typing import Any
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 
-from pagoda.engine.scheduler_output import TokenLogprobs
+from pagoda.outputs import TokenLogprobs
 from pagoda_server.chat_template import render_chat
 from pagoda_server.generation import Outputs, final_outputs, start_generations
 from pagoda_server.openai_format import TokenTexts, chat_logprobs, usage

@@ -13,8 +13,7 @@ from typing import Any
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 
-from pagoda.engine.scheduler_output import TokenLogprobs
-from pagoda.outputs import CompletionOutput, RequestOutput
+from pagoda.outputs import CompletionOutput, RequestOutput, TokenLogprobs
 from pagoda_server.generation import Outputs, final_outputs, merge, start_generations
 from pagoda_server.openai_format import TokenTexts, completion_logprobs, usage
 from pagoda_server.params import build_params

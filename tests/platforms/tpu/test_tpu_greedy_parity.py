@@ -13,7 +13,7 @@ pytest.importorskip("torch_xla", reason="torch_xla is not installed (bash ci/tpu
 pytestmark = pytest.mark.usefixtures("xla_cpu")
 
 from pagoda import LLM, SamplingParams  # noqa: E402
-from pagoda.engine.scheduler_output import TokenLogprobs  # noqa: E402
+from pagoda.outputs import TokenLogprobs  # noqa: E402
 from tests.engine.tiny_models import VOCAB, make_checkpoint, tiny_configs  # noqa: E402
 
 NEW_TOKENS = 8

@@ -6,10 +6,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from pagoda.engine.request import Request
+from pagoda.inputs import PromptInput
 from pagoda.sampling_params import SamplingParams
-
-PromptInput = str | list[int] | dict[str, Any]
-"""Text, token ids, or {"prompt": text} / {"prompt_token_ids": ids}."""
 
 
 @dataclass

@@ -7,10 +7,10 @@ import logging
 
 from pagoda.config import EngineConfig
 from pagoda.engine.core import EngineCore
-from pagoda.engine.input_processor import PromptInput
-from pagoda.engine.model_frontend import ModelFrontend
-from pagoda.engine.output_processor import OutputProcessor
 from pagoda.engine.request import RequestStatus
+from pagoda.frontend.model_frontend import ModelFrontend
+from pagoda.frontend.output_processor import OutputProcessor
+from pagoda.inputs import PromptInput
 from pagoda.model_source import ModelSource
 from pagoda.outputs import RequestOutput
 from pagoda.sampling_params import SamplingParams

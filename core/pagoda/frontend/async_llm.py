@@ -15,14 +15,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pagoda.config import EngineConfig
-from pagoda.engine.core import EngineStats
-from pagoda.engine.core_client import EngineCoreClient, EngineDeadError, EngineStartupError
-from pagoda.engine.core_process import AddRequests, FinishRequests, StepOutputs
-from pagoda.engine.input_processor import PromptInput
-from pagoda.engine.model_frontend import ModelFrontend
-from pagoda.engine.output_processor import OutputProcessor
+from pagoda.engine.messages import AddRequests, FinishRequests, StepOutputs
 from pagoda.engine.request import RequestStatus
-from pagoda.outputs import RequestOutput
+from pagoda.frontend.core_client import EngineCoreClient, EngineDeadError, EngineStartupError
+from pagoda.frontend.model_frontend import ModelFrontend
+from pagoda.frontend.output_processor import OutputProcessor
+from pagoda.inputs import PromptInput
+from pagoda.outputs import EngineStats, RequestOutput
 from pagoda.sampling_params import SamplingParams
 
 __all__ = ["AsyncLLM", "EngineDeadError", "EngineStartupError", "RequestCounters"]

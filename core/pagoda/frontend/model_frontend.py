@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pagoda.config import EngineConfig
-from pagoda.engine.input_processor import InputProcessor
+from pagoda.frontend.input_processor import InputProcessor
 from pagoda.model_source import ModelSource, resolve_model
 from pagoda.sampling_params import SamplingParams
 

@@ -12,11 +12,11 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from pagoda.engine.detokenizer import IncrementalDetokenizer
-from pagoda.engine.input_processor import ProcessedPrompt
 from pagoda.engine.request import Request
-from pagoda.engine.scheduler_output import EngineCoreOutput, TokenLogprobs
-from pagoda.outputs import CompletionOutput, RequestOutput
+from pagoda.engine.scheduler_output import EngineCoreOutput
+from pagoda.frontend.detokenizer import IncrementalDetokenizer
+from pagoda.frontend.input_processor import ProcessedPrompt
+from pagoda.outputs import CompletionOutput, RequestOutput, TokenLogprobs
 from pagoda.sampling_params import SamplingParams
 
 

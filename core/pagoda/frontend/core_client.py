@@ -19,14 +19,14 @@ from dataclasses import replace
 from typing import Any
 
 from pagoda.config import EngineConfig
-from pagoda.engine.core_process import (
+from pagoda.engine.core_process import run_engine_core
+from pagoda.engine.messages import (
     CoreFailed,
     Ready,
     Shutdown,
     StepOutputs,
     UtilityCall,
     UtilityResult,
-    run_engine_core,
 )
 from pagoda.model_source import ModelSource
 

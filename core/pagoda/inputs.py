@@ -1,0 +1,8 @@
+"""What the engine takes as a prompt."""
+
+from __future__ import annotations
+
+from typing import Any
+
+PromptInput = str | list[int] | dict[str, Any]
+"""Text, token ids, or {"prompt": text} / {"prompt_token_ids": ids}."""
