@@ -58,6 +58,7 @@ SHODDY = """
 
 SHODDY_IMPL = """
     import torch
+    from pagoda.attention import reference as attention_reference
     from pagoda.attention.reference import ReferenceAttentionBackend, ReferenceAttentionImpl
     from pagoda.ops import reference
     from pagoda.platforms import MemoryInfo, Platform
@@ -91,12 +92,13 @@ SHODDY_IMPL = """
     class ForgetfulImpl(ReferenceAttentionImpl):
         # Attends to this step's keys only: right for a first prefill, wrong afterwards.
         def forward(self, query, key, value, kv_cache, metadata):
-            reference.reshape_and_cache(key, value, kv_cache, metadata.slot_mapping)
+            attention_reference.write_kv_cache(key, value, kv_cache, metadata.slot_mapping)
             starts = metadata.query_start_loc
             q_lens = (starts[1:] - starts[:-1]).to(torch.int32)
-            return reference.paged_attention(query, kv_cache, metadata.block_tables, starts,
-                                             q_lens, self.scale, self.sliding_window,
-                                             self.logits_soft_cap)
+            return attention_reference.paged_attention(query, kv_cache, metadata.block_tables,
+                                                       starts, q_lens, self.scale,
+                                                       self.sliding_window,
+                                                       self.logits_soft_cap)
 
     class Forgetful(ReferenceAttentionBackend):
         name = "forgetful"

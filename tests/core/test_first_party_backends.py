@@ -94,11 +94,12 @@ FINE = """
 """
 
 NODEVICE = """
-    from pagoda.plugins import PlatformProbe, PluginInfo, hookimpl
+    from pagoda.plugins import OLDEST_PLUGIN_API_VERSION, PlatformProbe, PluginInfo, hookimpl
 
     @hookimpl
     def pagoda_plugin_info():
-        return PluginInfo("nodevice", "1.0", 1)
+        return PluginInfo("nodevice", "1.0", OLDEST_PLUGIN_API_VERSION,
+                          package="pagoda-fake-nodevice", verified_on="nothing yet")
 
     @hookimpl
     def pagoda_platform_probe():
@@ -133,7 +134,7 @@ def test_each_situation(fakes: dict[str, KnownBackend]) -> None:
 
     nodevice = backend_status(fakes["nodevice"], regs)
     assert (nodevice.status, nodevice.version) == ("unusable", "1.0")
-    assert (nodevice.reason, nodevice.verified_on) == ("no NoDevice card found", None)
+    assert (nodevice.reason, nodevice.verified_on) == ("no NoDevice card found", "nothing yet")
 
     broken = backend_status(fakes["broken"], regs)
     assert broken.status == "unusable"

@@ -1,6 +1,7 @@
 """The plugin API window, through real entry points: the previous API loads (deprecated), the
 current one loads, and versions outside the window are refused with a message naming the
-plugin, both versions and the fix. A plugin declaring API 2 must fill what 2 requires."""
+plugin, both versions and the fix. A plugin declaring API 2 or later must fill what 2
+requires, and providers of ops retired by API 3 are ignored with a warning."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ CURRENT, PREVIOUS = PLUGIN_API_VERSION, OLDEST_PLUGIN_API_VERSION
 TOO_NEW, TOO_OLD = PLUGIN_API_VERSION + 1, OLDEST_PLUGIN_API_VERSION - 1
 
 PLUGIN = """
-    from pagoda.plugins import PlatformProbe, PluginInfo, hookimpl
+    from pagoda.plugins import KernelProvider, PlatformProbe, PluginInfo, hookimpl
 
     @hookimpl
     def pagoda_plugin_info():
@@ -30,11 +31,17 @@ PLUGIN = """
     @hookimpl
     def pagoda_platform_probe():
         return [PlatformProbe("{name}dev", usable=True, score=1000)]
+
+    @hookimpl
+    def pagoda_kernel_providers():
+        # What an API 2 plugin could provide: an op since retired, and a live one.
+        return [KernelProvider(op, "mine", "pagoda.ops.reference:rms_norm", ("{name}dev",))
+                for op in ("paged_attention", "rms_norm")]
 """
 
 VERIFIED = "nothing: a test double"
 PLUGINS = {  # entry point -> (API version, extra PluginInfo arguments)
-    "apiprevious": (PREVIOUS, ""),
+    "apiprevious": (PREVIOUS, f", package='pagoda-fake-apiprevious', verified_on='{VERIFIED}'"),
     "apicurrent": (CURRENT, f", package='pagoda-fake-apicurrent', verified_on='{VERIFIED}'"),
     "toonew": (TOO_NEW, ""),
     "tooold": (TOO_OLD, ""),
@@ -45,8 +52,8 @@ PLUGINS = {  # entry point -> (API version, extra PluginInfo arguments)
 
 
 def test_window_is_current_and_previous() -> None:
-    assert (PLUGIN_API_VERSION, OLDEST_PLUGIN_API_VERSION) == (2, 1)
-    assert (TOO_OLD, TOO_NEW) == (0, 3)
+    assert (PLUGIN_API_VERSION, OLDEST_PLUGIN_API_VERSION) == (3, 2)
+    assert (TOO_OLD, TOO_NEW) == (1, 4)
 
 
 @pytest.fixture(scope="module")
@@ -69,7 +76,8 @@ def test_previous_api_loads_deprecated(listing: dict[str, dict[str, Any]]) -> No
     rec = listing["apiprevious"]
     assert (rec["status"], rec["api_version"], rec["error"]) == ("loaded", PREVIOUS, None)
     assert rec["devices"][0]["name"] == "apipreviousdev"
-    assert rec["verified_on"] is None  # API 1 does not say
+    assert rec["verified_on"] == VERIFIED
+    assert rec["kernel_providers"] == {"rms_norm": ["mine"]}  # paged_attention: retired
     assert rec["deprecation"] == (
         f"plugin 'apiprevious' (pagoda-fake-apiprevious 9.0) targets plugin API {PREVIOUS}, "
         f"deprecated since API {CURRENT}: it loads now, the next plugin API bump refuses it; "
@@ -127,7 +135,7 @@ def test_text_listing(plugin_dir: Path) -> None:
     assert result.returncode == 0, result.stderr
     out = result.stdout
     assert f"apiprevious  (pagoda-fake-apiprevious 9.0, plugin API {PREVIOUS})  [loaded]\n" \
-           "  verified on: unknown\n  deprecated: plugin 'apiprevious'" in out
+           f"  verified on: {VERIFIED}\n  deprecated: plugin 'apiprevious'" in out
     assert f"apicurrent  (pagoda-fake-apicurrent 9.0, plugin API {CURRENT})  [loaded]\n" \
            f"  verified on: {VERIFIED}\n  device apicurrentdev" in out
     assert f"toonew  (pagoda-fake-toonew 9.0, plugin API {TOO_NEW})  [refused]" in out
@@ -145,4 +153,7 @@ def test_discovery_warns_about_the_deprecated_api(
     assert {"apiprevious", "template"} <= deprecated
     assert not {"apicurrent", "core"} & deprecated
     warned_about = {str(w.message).split("'")[1] for w in warned}
-    assert warned_about == deprecated
+    assert warned_about == deprecated | {"apicurrent"}  # its paged_attention provider
+    retired = [str(w.message) for w in warned if "op 'paged_attention'" in str(w.message)]
+    assert len(retired) == 2 and all("is ignored" in m and "plugin API 3" in m
+                                     for m in retired)

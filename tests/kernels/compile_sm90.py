@@ -20,7 +20,7 @@ from triton.compiler import ASTSource
 from pagoda.kernels.triton.activation import _silu_and_mul_kernel
 from pagoda.kernels.triton.attention_kernels import _attention_kernel, _reduce_splits_kernel
 from pagoda.kernels.triton.gemv import _gemv_kernel, _sum_splits_kernel
-from pagoda.kernels.triton.kv_cache import _reshape_and_cache_kernel
+from pagoda.kernels.triton.kv_cache import _write_kv_cache_kernel
 from pagoda.kernels.triton.norm import _rms_norm_kernel
 from pagoda.kernels.triton.rotary import _rotary_kernel
 from pagoda.kernels.triton.sampling import _sample_kernel
@@ -81,7 +81,7 @@ VARIANTS: list[tuple[str, Any, str, dict[str, Any], set[str]]] = [
      _attention(tl.float32, HEAD_SIZE=64, HEAD_PAD=64), set()),
     ("reduce splits", _reduce_splits_kernel, "*bf16",
      dict(NUM_SPLITS=8, SPLITS_PAD=8, HEAD_SIZE=128, HEAD_PAD=128), set()),
-    ("reshape_and_cache", _reshape_and_cache_kernel, "*bf16",
+    ("write_kv_cache", _write_kv_cache_kernel, "*bf16",
      dict(NUM_KV_HEADS=8, HEAD_SIZE=128, BLOCK_SIZE=16, HEADS_PAD=8, HEAD_PAD=128),
      {"stride_cb"}),
     ("rms_norm", _rms_norm_kernel, "*bf16", dict(HAS_RESIDUAL=False, BLOCK=4096), set()),

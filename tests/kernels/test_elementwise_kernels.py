@@ -1,5 +1,5 @@
-"""The Triton norm, activation, rotary and KV-cache kernels match core's references, on
-the conformance kit's cases and on the strided views the model layers pass them."""
+"""The Triton norm, activation, rotary and KV-cache write kernels match core's references,
+on the conformance kit's cases and on the strided views the model layers pass them."""
 
 from __future__ import annotations
 
@@ -8,12 +8,16 @@ import torch
 
 pytest.importorskip("triton")
 
+from pagoda.attention import reference as attention_reference  # noqa: E402
 from pagoda.kernels import triton as kernels  # noqa: E402
 from pagoda.ops import reference  # noqa: E402
 from pagoda.testing import DTYPES, TOLERANCES, check_op, dtype_name  # noqa: E402
 
-OPS = ("rms_norm", "fused_add_rms_norm", "silu_and_mul", "rotary_embedding",
-       "reshape_and_cache")
+OPS = ("rms_norm", "fused_add_rms_norm", "silu_and_mul", "rotary_embedding")
+
+# (tokens, kv_heads, head_size, num_blocks, block_size, padding tokens)
+CACHE_SHAPES = ((1, 1, 64, 2, 16, 0), (37, 2, 80, 6, 16, 5), (20, 8, 128, 9, 5, 3),
+                (12, 4, 32, 13, 1, 2), (3, 2, 16, 2, 4, 3))
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=dtype_name)
@@ -22,6 +26,25 @@ def test_kernel_matches_reference(op: str, dtype: torch.dtype, device: str) -> N
     report = check_op(op, getattr(kernels, op), dtype, device=device, seed=21)
     report.raise_for_failures()
     assert report.checked and not report.skipped
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=dtype_name)
+@pytest.mark.parametrize("shape", CACHE_SHAPES, ids=str)
+def test_kv_cache_write_is_bit_exact(shape: tuple[int, ...], dtype: torch.dtype,
+                                     device: str) -> None:
+    """Keys and values land in their slots unchanged; padding (slot -1) and every other
+    slot of the (random, not zeroed) cache stay as they were."""
+    tokens, kv_heads, head_size, num_blocks, block_size, padding = shape
+    gen = torch.Generator().manual_seed(sum(shape))
+    slots = torch.randperm(num_blocks * block_size, generator=gen)[:tokens]
+    slots[torch.randperm(tokens, generator=gen)[:padding]] = -1
+    key, value = (torch.randn(tokens, kv_heads, head_size, generator=gen).to(dtype)
+                  for _ in range(2))
+    cache = torch.randn(2, num_blocks, block_size, kv_heads, head_size, generator=gen).to(dtype)
+    on_cache = cache.to(device)
+    kernels.write_kv_cache(key.to(device), value.to(device), on_cache, slots.to(device))
+    attention_reference.write_kv_cache(key, value, cache, slots)
+    assert torch.equal(on_cache.cpu(), cache)
 
 
 def _close(got: torch.Tensor, want: torch.Tensor) -> None:
@@ -50,8 +73,8 @@ def test_strided_views_of_a_fused_qkv(dtype: torch.dtype, device: str) -> None:
     cache = torch.randn(2, 4, 8, kv_heads, head_size, generator=gen).to(dtype)
     slots = torch.tensor([3, -1, 17, 30, 0, 9])
     on_cache = cache.to(device)
-    kernels.reshape_and_cache(on["k"], on["v"], on_cache, slots.to(device))
-    reference.reshape_and_cache(k, v, cache, slots)
+    kernels.write_kv_cache(on["k"], on["v"], on_cache, slots.to(device))
+    attention_reference.write_kv_cache(k, v, cache, slots)
     assert torch.equal(on_cache.cpu(), cache)
 
     rows = qkv[:, : heads * head_size]  # a [T, H*D] view with a wider row stride

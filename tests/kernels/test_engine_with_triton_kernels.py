@@ -20,8 +20,7 @@ from pagoda.plugins import (  # noqa: E402
 )
 from tests.engine.tiny_models import VOCAB, make_checkpoint, tiny_configs  # noqa: E402
 
-TRITON_OPS = ("linear", "rms_norm", "fused_add_rms_norm", "rotary_embedding", "silu_and_mul",
-              "reshape_and_cache", "paged_attention")
+TRITON_OPS = ("linear", "rms_norm", "fused_add_rms_norm", "rotary_embedding", "silu_and_mul")
 GREEDY = SamplingParams(temperature=0.0, max_tokens=4, ignore_eos=True)
 
 

@@ -1,10 +1,10 @@
-"""Triton paged attention matches the reference on mixed batches (prefills, prefill chunks,
-decodes, shuffled block tables, GQA/MQA, sliding windows, soft-capping): the one-launch
-kernel, the split-KV path with its reduction, and the "triton" attention backend."""
+"""The "triton" attention backend matches the reference on the attention kit's mixed
+batches (prefills, prefill chunks, decodes, shuffled block tables, GQA/MQA, sliding
+windows, soft-capping, padding): as it plans its launches, and with every sequence's keys
+split into ranges reduced by the second kernel."""
 
 from __future__ import annotations
 
-import functools
 import math
 
 import pytest
@@ -12,41 +12,47 @@ import torch
 
 pytest.importorskip("triton")
 
-from pagoda.kernels.triton import (  # noqa: E402
-    num_kv_splits,
-    paged_attention,
-    paged_attention_with,
-)
+from pagoda.attention import AttentionImpl, AttentionMetadata, reference  # noqa: E402
+from pagoda.kernels.triton import num_kv_splits, paged_attention  # noqa: E402
 from pagoda.kernels.triton.attention import MAX_SPLITS, MIN_SPLIT_KEYS  # noqa: E402
-from pagoda.kernels.triton.backend import TritonAttentionBackend  # noqa: E402
-from pagoda.ops import reference  # noqa: E402
-from pagoda.testing import TOLERANCES, check_attention_backend, check_op, dtype_name  # noqa: E402
+from pagoda.kernels.triton.backend import (  # noqa: E402
+    TritonAttentionBackend,
+    TritonAttentionImpl,
+)
+from pagoda.testing import (  # noqa: E402
+    ATTENTION_CASES,
+    TOLERANCES,
+    check_attention_backend,
+    dtype_name,
+)
 from pagoda.testing.paged import random_paged_batch  # noqa: E402
 
 DTYPES = [torch.float32, torch.bfloat16]
 
 
+class _SplitKeysImpl(TritonAttentionImpl):
+    """Every sequence's keys in 3 ranges of 16-key tiles, whatever the batch."""
+
+    tile_n = 16
+
+    def num_splits(self, metadata: AttentionMetadata, device: torch.device) -> int:
+        return 3
+
+
+class _SplitKeysBackend(TritonAttentionBackend):
+    @classmethod
+    def get_impl_cls(cls) -> type[AttentionImpl]:
+        return _SplitKeysImpl
+
+
+@pytest.mark.parametrize("backend", [TritonAttentionBackend, _SplitKeysBackend],
+                         ids=["planned", "split-keys"])
 @pytest.mark.parametrize("dtype", DTYPES, ids=dtype_name)
-def test_one_launch_matches_reference(dtype: torch.dtype, device: str) -> None:
-    report = check_op("paged_attention", paged_attention, dtype, device=device, seed=31)
+def test_backend_matches_reference(backend: type[TritonAttentionBackend], dtype: torch.dtype,
+                                   device: str) -> None:
+    report = check_attention_backend(backend, dtype, device=device, seed=33)
     report.raise_for_failures()
-    assert len(report.checked) == 8
-
-
-@pytest.mark.parametrize("dtype", DTYPES, ids=dtype_name)
-def test_split_kv_matches_reference(dtype: torch.dtype, device: str) -> None:
-    """Keys split in 3 ranges of 16-key tiles, on every kit case (mixed batches too)."""
-    split = functools.partial(paged_attention_with, num_splits=3, tile_n=16)
-    report = check_op("paged_attention", split, dtype, device=device, seed=32)
-    report.raise_for_failures()
-    assert len(report.checked) == 8
-
-
-@pytest.mark.parametrize("dtype", DTYPES, ids=dtype_name)
-def test_backend_matches_reference(dtype: torch.dtype, device: str) -> None:
-    report = check_attention_backend(TritonAttentionBackend, dtype, device=device, seed=33)
-    report.raise_for_failures()
-    assert not report.skipped
+    assert len(report.checked) == len(ATTENTION_CASES)
 
 
 @pytest.mark.parametrize("window", [None, 100])
@@ -61,7 +67,7 @@ def test_long_context_decode_split(window: int | None, device: str) -> None:
     want = reference.paged_attention(query, cache, *args)
     on = [a.to(device) if isinstance(a, torch.Tensor) else a for a in args]
     for splits in (1, 4):
-        got = paged_attention_with(query.to(device), cache.to(device), *on, max_query_len=1,
+        got = paged_attention(query.to(device), cache.to(device), *on, max_query_len=1,
                                    num_splits=splits, tile_n=16)
         tol = TOLERANCES[torch.float32]
         torch.testing.assert_close(got.cpu(), want, atol=tol.atol, rtol=tol.rtol)

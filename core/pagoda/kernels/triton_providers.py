@@ -6,7 +6,7 @@ from __future__ import annotations
 from pagoda.plugins import KernelProvider
 
 TRITON_OPS = ("linear", "rms_norm", "fused_add_rms_norm", "rotary_embedding", "silu_and_mul",
-              "reshape_and_cache", "paged_attention", "sample_from_logits")
+              "sample_from_logits")
 """Core ops with a kernel in `pagoda.kernels.triton`."""
 
 

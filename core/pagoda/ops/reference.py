@@ -1,7 +1,8 @@
 """Plain-PyTorch reference implementations: they define what each op means.
 
 Every provider of an op must match these (see `pagoda.testing` conformance tests).
-Shapes: T tokens, H query heads, K kv heads, D head size, B sequences.
+Shapes: T tokens, H query heads, B rows. Attention is not an op: its reference is
+`pagoda.attention.reference`.
 """
 
 from __future__ import annotations
@@ -70,74 +71,6 @@ def gelu_and_mul(x: torch.Tensor, approximate: str = "none") -> torch.Tensor:
     """gelu(x[..., :d]) * x[..., d:]; `approximate` is "none" (erf) or "tanh"."""
     gate, up = x.float().chunk(2, dim=-1)
     return (F.gelu(gate, approximate=approximate) * up).to(x.dtype)
-
-
-def reshape_and_cache(
-    key: torch.Tensor,
-    value: torch.Tensor,
-    kv_cache: torch.Tensor,
-    slot_mapping: torch.Tensor,
-) -> None:
-    """Write key/value [T, K, D] into the paged cache [2, num_blocks, block_size, K, D].
-
-    Token t goes to slot `slot_mapping[t]` = block * block_size + offset; a negative slot
-    means "do not cache" (padding).
-    """
-    keep = slot_mapping >= 0
-    slots = slot_mapping[keep].long()
-    block_size = kv_cache.shape[2]
-    blocks, offsets = slots // block_size, slots % block_size
-    kv_cache[0, blocks, offsets] = key[keep].to(kv_cache.dtype)
-    kv_cache[1, blocks, offsets] = value[keep].to(kv_cache.dtype)
-
-
-def paged_attention(
-    query: torch.Tensor,
-    kv_cache: torch.Tensor,
-    block_tables: torch.Tensor,
-    query_start_loc: torch.Tensor,
-    seq_lens: torch.Tensor,
-    scale: float,
-    sliding_window: int | None = None,
-    logits_soft_cap: float | None = None,
-) -> torch.Tensor:
-    """Causal attention of query [T, H, D] over the paged cache, for a mixed batch.
-
-    Sequence b owns query rows query_start_loc[b]:query_start_loc[b+1]; they are its last
-    q_len tokens, and its keys/values (already written to the cache, including the new
-    tokens) are its first seq_lens[b] slots along block_tables[b]. A prefill is q_len ==
-    seq_len, a decode q_len == 1, a prefill chunk anything between. Query heads are
-    grouped over kv heads (GQA). Returns [T, H, D] in query's dtype.
-    """
-    out = torch.empty_like(query)
-    num_heads, num_kv_heads = query.shape[1], kv_cache.shape[3]
-    group = num_heads // num_kv_heads
-    block_size = kv_cache.shape[2]
-    starts = query_start_loc.tolist()
-    for b, seq_len in enumerate(seq_lens.tolist()):
-        q = query[starts[b] : starts[b + 1]].float()  # [q_len, H, D]
-        q_len = q.shape[0]
-        if q_len == 0:
-            continue
-        num_blocks = -(-seq_len // block_size)
-        blocks = block_tables[b, :num_blocks].long()
-        k = kv_cache[0, blocks].flatten(0, 1)[:seq_len].float()  # [S, K, D]
-        v = kv_cache[1, blocks].flatten(0, 1)[:seq_len].float()
-        k = k.repeat_interleave(group, dim=1)
-        v = v.repeat_interleave(group, dim=1)
-        scores = torch.einsum("qhd,shd->hqs", q, k) * scale
-        if logits_soft_cap is not None:
-            scores = logits_soft_cap * torch.tanh(scores / logits_soft_cap)
-        q_pos = torch.arange(seq_len - q_len, seq_len, device=q.device)[:, None]
-        k_pos = torch.arange(seq_len, device=q.device)[None, :]
-        masked = k_pos > q_pos
-        if sliding_window is not None:
-            masked |= k_pos <= q_pos - sliding_window
-        scores.masked_fill_(masked, float("-inf"))
-        probs = scores.softmax(dim=-1)
-        out[starts[b] : starts[b + 1]] = torch.einsum("hqs,shd->qhd", probs, v).to(query.dtype)
-    return out
-
 
 
 _U32 = 0xFFFFFFFF

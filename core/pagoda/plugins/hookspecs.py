@@ -30,8 +30,10 @@ if TYPE_CHECKING:
 PROJECT_NAME = "pagoda"
 ENTRY_POINT_GROUP = "pagoda.plugins"
 
-PLUGIN_API_VERSION = 2
-"""The plugin API this core implements. 2: `PluginInfo.package` and `verified_on`."""
+PLUGIN_API_VERSION = 3
+"""The plugin API this core implements. 2: `PluginInfo.package` and `verified_on`.
+3: attention only through `AttentionBackend` (the `paged_attention` and `reshape_and_cache`
+ops are retired: providers of them are ignored)."""
 
 OLDEST_PLUGIN_API_VERSION = PLUGIN_API_VERSION - 1
 """The oldest plugin API this core still accepts (deprecated): always the previous one."""

@@ -31,6 +31,7 @@ from pagoda.plugins.api_version import (
 from pagoda.plugins.hookspecs import ENTRY_POINT_GROUP, PROJECT_NAME
 from pagoda.plugins.registry import Registry
 from pagoda.plugins.specs import (
+    RETIRED_OPS,
     AttentionBackendSpec,
     CliCommandSpec,
     ExecutorSpec,
@@ -199,6 +200,11 @@ def _register(regs: PluginRegistries, module: ModuleType, name: str, record: Plu
         if record.status != "loaded":
             pm.unregister(module)
     for attr, spec in collected:
+        if isinstance(spec, KernelProvider) and spec.op in RETIRED_OPS:
+            warnings.warn(f"plugin {name!r} provides op {spec.op!r}, which core no longer "
+                          f"declares ({RETIRED_OPS[spec.op]}); provider {spec.name!r} is "
+                          "ignored", PluginAPIDeprecationWarning, stacklevel=3)
+            continue
         getattr(regs, attr).add(spec, name)
     if record.deprecation:
         warnings.warn(record.deprecation, PluginAPIDeprecationWarning, stacklevel=3)

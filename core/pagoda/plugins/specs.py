@@ -15,11 +15,17 @@ CORE_OPS = (
     "rotary_embedding",
     "silu_and_mul",
     "gelu_and_mul",
-    "reshape_and_cache",
-    "paged_attention",
     "sample_from_logits",
 )
-"""The ops core declares (their meaning: `pagoda.ops.reference`); KernelProvider.op is one."""
+"""The ops core declares (their meaning: `pagoda.ops.reference`); KernelProvider.op is one.
+Attention is not an op: a platform provides it as an `AttentionBackend`."""
+
+RETIRED_OPS = {
+    "reshape_and_cache": "plugin API 3: attention (KV cache writes included) is an "
+                         "AttentionBackend, not an op",
+    "paged_attention": "plugin API 3: attention is an AttentionBackend, not an op",
+}
+"""Ops core no longer declares, and why; providers of them are dropped at discovery."""
 
 
 @dataclass(frozen=True)

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 
 import torch
 
+from pagoda.attention import reference
 from pagoda.attention.backend import AttentionBackend, AttentionConfig, KVCacheSpec
-from pagoda.ops import reference
 from pagoda.testing.paged import (
     CHUNK_BATCH,
     DECODE_BATCH,
@@ -104,7 +104,7 @@ def _reference_outputs(
     outputs = []
     for s in steps:
         meta = s.batch.metadata()
-        reference.reshape_and_cache(s.key, s.value, cache, meta.slot_mapping)
+        reference.write_kv_cache(s.key, s.value, cache, meta.slot_mapping)
         outputs.append(reference.paged_attention(
             s.query, cache, meta.block_tables, meta.query_start_loc, meta.seq_lens,
             1.0 / math.sqrt(case.head_size), case.sliding_window, case.logits_soft_cap))

@@ -1,6 +1,6 @@
 """Fresh random inputs for every core op, over shapes chosen to find the usual bugs:
-odd sizes, GQA/MQA head ratios, partial rotary, both rotary styles, padding slots (-1),
-mixed paged batches with shuffled block tables, sliding windows and soft-capping.
+odd sizes, partial rotary, both rotary styles, masked and tied logits. (Attention is not an
+op: `pagoda.testing.attention_conformance` certifies attention backends.)
 
 Inputs are made on the host from a seeded generator, so a failure is reproducible from
 (op, dtype, seed) alone. `args` are in the reference's parameter order.
@@ -15,13 +15,6 @@ from typing import Any
 
 import torch
 
-from pagoda.testing.paged import (
-    CHUNK_BATCH,
-    DECODE_BATCH,
-    MIXED_BATCH,
-    PREFILL_BATCH,
-    random_paged_batch,
-)
 from pagoda.testing.tolerances import dtype_name
 
 
@@ -147,87 +140,6 @@ def gelu_and_mul_cases(dtype: torch.dtype, gen: torch.Generator) -> Iterator[OpC
                           "approximate": approximate})
 
 
-# (tokens, kv_heads, head_size, num_blocks, block_size, padding tokens)
-CACHE_SHAPES = ((1, 1, 64, 2, 16, 0), (37, 2, 80, 6, 16, 5), (20, 8, 128, 9, 5, 3),
-                (12, 4, 32, 13, 1, 2), (3, 2, 16, 2, 4, 3))
-
-
-def reshape_and_cache_cases(dtype: torch.dtype, gen: torch.Generator) -> Iterator[OpCase]:
-    for tokens, kv_heads, head_size, num_blocks, block_size, padding in CACHE_SHAPES:
-        slots = torch.randperm(num_blocks * block_size, generator=gen)[:tokens]
-        slots[torch.randperm(tokens, generator=gen)[:padding]] = -1
-        args = {
-            "key": _randn(gen, tokens, kv_heads, head_size, dtype=dtype),
-            "value": _randn(gen, tokens, kv_heads, head_size, dtype=dtype),
-            # Random, not zero: slots that must stay untouched are checked too.
-            "kv_cache": _randn(gen, 2, num_blocks, block_size, kv_heads, head_size, dtype=dtype),
-            "slot_mapping": slots,
-        }
-        label = (f"T={tokens} K={kv_heads} D={head_size} blocks={num_blocks}x{block_size} "
-                 f"padding={padding}")
-        yield OpCase("reshape_and_cache", label, args,
-                     {"dtype": dtype, "kv_cache_dtype": dtype, "head_size": head_size,
-                      "block_size": block_size})
-
-
-@dataclass(frozen=True)
-class PagedAttentionShape:
-    seqs: tuple[tuple[int, int], ...]
-    heads: int
-    kv_heads: int
-    head_size: int
-    block_size: int
-    sliding_window: int | None = None
-    logits_soft_cap: float | None = None
-
-    @property
-    def label(self) -> str:
-        extra = "".join([f" window={self.sliding_window}" if self.sliding_window else "",
-                         f" soft_cap={self.logits_soft_cap}" if self.logits_soft_cap else ""])
-        return (f"seqs(q,s)={list(self.seqs)} H={self.heads} K={self.kv_heads} "
-                f"D={self.head_size} block={self.block_size}{extra}")
-
-    def static_args(self, dtype: torch.dtype) -> dict[str, Any]:
-        return {"dtype": dtype, "kv_cache_dtype": dtype, "num_heads": self.heads,
-                "num_kv_heads": self.kv_heads, "head_size": self.head_size,
-                "block_size": self.block_size, "sliding_window": self.sliding_window,
-                "logits_soft_cap": self.logits_soft_cap}
-
-
-PAGED_ATTENTION_SHAPES = (
-    PagedAttentionShape(MIXED_BATCH, 8, 2, 64, 16),
-    PagedAttentionShape(MIXED_BATCH, 6, 1, 80, 5),
-    PagedAttentionShape(DECODE_BATCH, 4, 4, 64, 16),
-    PagedAttentionShape(PREFILL_BATCH, 4, 2, 32, 8),
-    PagedAttentionShape(CHUNK_BATCH, 8, 2, 128, 16),
-    PagedAttentionShape(MIXED_BATCH, 8, 2, 64, 16, sliding_window=6),
-    PagedAttentionShape(MIXED_BATCH, 4, 4, 32, 8, logits_soft_cap=5.0),
-    PagedAttentionShape(CHUNK_BATCH, 8, 4, 64, 16, sliding_window=7, logits_soft_cap=5.0),
-)
-
-
-def paged_attention_cases(dtype: torch.dtype, gen: torch.Generator) -> Iterator[OpCase]:
-    for shape in PAGED_ATTENTION_SHAPES:
-        batch = random_paged_batch(shape.seqs, shape.block_size, gen)
-        meta = batch.metadata()
-        # Larger queries make soft-capping change the scores substantially.
-        q_scale = 4.0 if shape.logits_soft_cap else 1.0
-        args = {
-            "query": _randn(gen, batch.num_tokens, shape.heads, shape.head_size, dtype=dtype,
-                            scale=q_scale),
-            # The whole cache is random: slots past seq_len must be masked, not read.
-            "kv_cache": _randn(gen, 2, batch.num_blocks, shape.block_size, shape.kv_heads,
-                               shape.head_size, dtype=dtype),
-            "block_tables": meta.block_tables,
-            "query_start_loc": meta.query_start_loc,
-            "seq_lens": meta.seq_lens,
-            "scale": 1.0 / math.sqrt(shape.head_size),
-            "sliding_window": shape.sliding_window,
-            "logits_soft_cap": shape.logits_soft_cap,
-        }
-        yield OpCase("paged_attention", shape.label, args, shape.static_args(dtype))
-
-
 SAMPLE_SHAPES = ((1, 1), (4, 7), (6, 1000), (3, 2051), (4, 4096))
 """(rows, vocabulary): one token, odd sizes, several tiles of 1024 tokens per row."""
 
@@ -261,8 +173,6 @@ CASE_GENERATORS: dict[str, Callable[[torch.dtype, torch.Generator], Iterator[OpC
     "rotary_embedding": rotary_embedding_cases,
     "silu_and_mul": silu_and_mul_cases,
     "gelu_and_mul": gelu_and_mul_cases,
-    "reshape_and_cache": reshape_and_cache_cases,
-    "paged_attention": paged_attention_cases,
     "sample_from_logits": sample_from_logits_cases,
 }
 

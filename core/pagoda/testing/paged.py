@@ -102,7 +102,11 @@ def random_paged_batch(
     num_padding: int = 0,
 ) -> PagedBatch:
     """Give each sequence the blocks it needs, drawn from a shuffled pool (so tables are
-    non-contiguous and out of order), with `spare_blocks` unused blocks in the pool."""
+    non-contiguous and out of order), with `spare_blocks` unused blocks in the pool.
+
+    Where sequences have whole blocks of context (cached by an earlier step, read by this
+    one), the cache's last block and then its first hold such context: a kernel that writes
+    a padding token (slot -1) to the last slot, or to slot 0, then corrupts what is read."""
     needed = [-(-seq_len // block_size) for _, seq_len in seqs]
     num_blocks = sum(needed) + spare_blocks
     pool = torch.randperm(num_blocks, generator=generator).tolist()
@@ -110,4 +114,18 @@ def random_paged_batch(
     for n in needed:
         blocks.append(pool[taken : taken + n])
         taken += n
+    context_blocks = [(b, i) for b, (q, s) in enumerate(seqs)
+                      for i in range((s - q) // block_size)]
+    for (seq, index), physical in zip(context_blocks, (num_blocks - 1, 0)):
+        _give(blocks, seq, index, physical)
     return PagedBatch(tuple(seqs), block_size, num_blocks, blocks, num_padding)
+
+
+def _give(blocks: list[list[int]], seq: int, index: int, physical: int) -> None:
+    """Make `physical` the block at `index` of sequence `seq`, swapping it with whichever
+    sequence held it (a spare block simply changes places)."""
+    for other in blocks:
+        if physical in other:
+            other[other.index(physical)] = blocks[seq][index]
+            break
+    blocks[seq][index] = physical

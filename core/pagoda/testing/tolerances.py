@@ -26,9 +26,6 @@ TOLERANCES: dict[torch.dtype, Tolerance] = {
     torch.bfloat16: Tolerance(atol=1.6e-2, rtol=1.6e-2),
 }
 
-EXACT = Tolerance(atol=0.0, rtol=0.0)
-"""For pure data movement (e.g. writing the KV cache): bit-identical or wrong."""
-
 
 def dtype_name(dtype: torch.dtype) -> str:
     return str(dtype).removeprefix("torch.")

@@ -5,8 +5,7 @@ from __future__ import annotations
 import torch
 
 from pagoda.attention import AttentionBackend, AttentionImpl, AttentionMetadata
-from pagoda_cpu import ops
-from pagoda_cpu.paged_attention import paged_attention
+from pagoda_cpu.paged_attention import paged_attention, write_kv_cache
 
 
 class CpuSdpaAttentionImpl(AttentionImpl):
@@ -18,7 +17,7 @@ class CpuSdpaAttentionImpl(AttentionImpl):
         kv_cache: torch.Tensor,
         metadata: AttentionMetadata,
     ) -> torch.Tensor:
-        ops.reshape_and_cache(key, value, kv_cache, metadata.slot_mapping)
+        write_kv_cache(key, value, kv_cache, metadata.slot_mapping)
         return paged_attention(
             query, kv_cache, metadata.block_tables, metadata.query_start_loc_cpu,
             metadata.seq_lens_cpu, self.scale, self.sliding_window,

@@ -1,4 +1,4 @@
-"""Paged attention on the CPU.
+"""Paged attention on the CPU: the "cpu_sdpa" backend's kernels.
 
 Decodes (one query token) of a step are batched into one gather and two matmuls with
 GQA grouping (no head expansion); prefills and prefill chunks go one sequence at a time
@@ -11,6 +11,19 @@ import torch
 import torch.nn.functional as F
 
 
+def write_kv_cache(
+    key: torch.Tensor, value: torch.Tensor, kv_cache: torch.Tensor, slot_mapping: torch.Tensor
+) -> None:
+    """See `pagoda.attention.reference.write_kv_cache`: one index_copy per keys and values."""
+    _, num_blocks, block_size, num_kv_heads, head_size = kv_cache.shape
+    flat = kv_cache.view(2, num_blocks * block_size, num_kv_heads, head_size)
+    if bool((slot_mapping < 0).any()):
+        keep = slot_mapping >= 0
+        key, value, slot_mapping = key[keep], value[keep], slot_mapping[keep]
+    flat[0].index_copy_(0, slot_mapping, key.to(kv_cache.dtype))
+    flat[1].index_copy_(0, slot_mapping, value.to(kv_cache.dtype))
+
+
 def paged_attention(
     query: torch.Tensor,
     kv_cache: torch.Tensor,
@@ -20,7 +33,7 @@ def paged_attention(
     scale: float,
     sliding_window: int | None = None,
 ) -> torch.Tensor:
-    """See `pagoda.ops.reference.paged_attention`; the offsets come as host lists."""
+    """See `pagoda.attention.reference.paged_attention`; the offsets come as host lists."""
     out = torch.empty_like(query)
     decodes, others = [], []
     for b in range(len(seq_lens)):

@@ -13,10 +13,9 @@ from pagoda.plugins import (
 from pagoda_cpu import __version__
 
 PLATFORM = "cpu"
-CPU_OPS = ("rms_norm", "fused_add_rms_norm", "silu_and_mul", "reshape_and_cache",
-           "paged_attention")
+CPU_OPS = ("rms_norm", "fused_add_rms_norm", "silu_and_mul")
 """The ops with a CPU-specific implementation; core's references serve the rest."""
-TARGET_PLUGIN_API = 2  # the pagoda plugin API this package was built against
+TARGET_PLUGIN_API = 3  # the pagoda plugin API this package was built against
 _OPS = "pagoda_cpu.ops"
 
 

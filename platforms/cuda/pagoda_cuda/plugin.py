@@ -13,7 +13,7 @@ from pagoda.plugins import (
 from pagoda_cuda import __version__
 
 PLATFORM = "cuda"
-TARGET_PLUGIN_API = 2  # the pagoda plugin API this package was built against
+TARGET_PLUGIN_API = 3  # the pagoda plugin API this package was built against
 _CHECKS = "pagoda_cuda.kernels"
 
 

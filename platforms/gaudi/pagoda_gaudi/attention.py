@@ -20,22 +20,12 @@ from pagoda.attention.backend import (
     AttentionImpl,
     AttentionMetadata,
 )
+from pagoda.attention.reference import write_kv_cache
 from pagoda_gaudi.sdk import fused_sdpa, sdk_unavailable_reason
 
 Sdpa = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None, float],
                 torch.Tensor]
 """(query [1, H, q, D], key [1, H, s, D], value, additive mask [q, s] or None, scale)."""
-
-
-def write_kv_cache(key: torch.Tensor, value: torch.Tensor, kv_cache: torch.Tensor,
-                   slot_mapping: torch.Tensor) -> None:
-    """Keys and values [T, K, D] to their slots of the [2, blocks, block_size, K, D] cache
-    (negative slots are not cached)."""
-    keep = slot_mapping >= 0
-    slots = slot_mapping[keep].long()
-    blocks, offsets = slots // kv_cache.shape[2], slots % kv_cache.shape[2]
-    kv_cache[0, blocks, offsets] = key[keep].to(kv_cache.dtype)
-    kv_cache[1, blocks, offsets] = value[keep].to(kv_cache.dtype)
 
 
 def attention_mask(q_len: int, seq_len: int, sliding_window: int | None, dtype: torch.dtype,

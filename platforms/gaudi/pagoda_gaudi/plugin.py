@@ -13,7 +13,7 @@ from pagoda.plugins import (
 from pagoda_gaudi import __version__
 
 PLATFORM = "gaudi"
-TARGET_PLUGIN_API = 2  # the pagoda plugin API this package was built against
+TARGET_PLUGIN_API = 3  # the pagoda plugin API this package was built against
 VERIFIED_ON = ("nothing with a Gaudi card: probe, bucketing, fp8 choice and the paged "
                "attention glue (torch SDPA standing in) tested on an x86 CPU host")
 _KERNELS = "pagoda_gaudi.kernels"

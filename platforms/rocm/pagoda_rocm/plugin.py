@@ -13,7 +13,7 @@ from pagoda.plugins import (
 from pagoda_rocm import __version__
 
 PLATFORM = "rocm"
-TARGET_PLUGIN_API = 2  # the pagoda plugin API this package was built against
+TARGET_PLUGIN_API = 3  # the pagoda plugin API this package was built against
 VERIFIED_ON = ("nothing with an AMD GPU: probe, fp8 and launch choices tested on an x86 CPU "
                "host; kernels compiled for gfx942/gfx950/gfx1201 there, never run")
 _OPS = "pagoda_rocm.triton_ops"

@@ -58,7 +58,8 @@ def paged_attention(
     sliding_window: int | None = None,
     logits_soft_cap: float | None = None,
 ) -> torch.Tensor:
-    """See `pagoda.ops.reference.paged_attention`; computed in float32, in static shapes."""
+    """See `pagoda.attention.reference.paged_attention`; computed in float32, in static
+    shapes."""
     num_tokens, num_heads, head_size = query.shape
     num_kv_heads = kv_cache.shape[3]
     seq, pos = token_positions(num_tokens, query_start_loc, seq_lens)

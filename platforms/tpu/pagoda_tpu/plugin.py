@@ -6,7 +6,6 @@ import os
 
 from pagoda.plugins import (
     AttentionBackendSpec,
-    KernelProvider,
     PlatformProbe,
     PluginInfo,
     hookimpl,
@@ -14,7 +13,7 @@ from pagoda.plugins import (
 from pagoda_tpu import __version__
 
 PLATFORM = "tpu"
-TARGET_PLUGIN_API = 2  # the pagoda plugin API this package was built against
+TARGET_PLUGIN_API = 3  # the pagoda plugin API this package was built against
 VERIFIED_ON = ("XLA's CPU device only (PJRT_DEVICE=CPU, torch-xla 2.9.0, x86-64): the xla "
                "backend, its ops and greedy parity with the CPU platform; never run on a TPU, "
                "the Pallas kernel included")
@@ -53,10 +52,3 @@ def pagoda_attention_backends() -> list[AttentionBackendSpec]:
         AttentionBackendSpec("xla", "pagoda_tpu.attention:XlaAttentionBackend", (PLATFORM,),
                              priority=10),
     ]
-
-
-@hookimpl
-def pagoda_kernel_providers() -> list[KernelProvider]:
-    # The other ops' references are plain torch and run on XLA as they are.
-    return [KernelProvider("paged_attention", "xla_static", "pagoda_tpu.paged_attention:"
-                           "paged_attention", (PLATFORM,), priority=10)]

@@ -14,7 +14,7 @@ from pagoda.plugins import (
 from pagoda_xpu import __version__
 
 PLATFORM = "xpu"
-TARGET_PLUGIN_API = 2  # the pagoda plugin API this package was built against
+TARGET_PLUGIN_API = 3  # the pagoda plugin API this package was built against
 VERIFIED_ON = ("nothing with an Intel GPU: probe, backend choices and IPEX metadata tested "
                "on an x86 CPU host; kernels and serving never run")
 _CHECKS = "pagoda_xpu.kernels"

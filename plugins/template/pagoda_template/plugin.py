@@ -13,20 +13,21 @@ from pagoda_template import __version__
 
 PLATFORM = "template"
 # The pagoda plugin API this package was built against. The template deliberately stays on
-# the oldest API core accepts (1, no `package` / `verified_on` in its PluginInfo), so the
-# test suite proves that a plugin built for the previous API keeps working. A plugin of
-# your own targets the current API: see "Make it yours" in README.md.
-TARGET_PLUGIN_API = 1
+# the oldest API core accepts (2), so the test suite proves that a plugin built for the
+# previous API keeps working. A plugin of your own targets the current API: see "Make it
+# yours" in README.md.
+TARGET_PLUGIN_API = 2
 _OPS = "pagoda_template.ops"
 # The core ops this package implements, by name (not `CORE_OPS`): an op that core adds later
 # is then served by its reference here, instead of naming a kernel this package lacks.
-OPS = ("rms_norm", "fused_add_rms_norm", "rotary_embedding", "silu_and_mul", "gelu_and_mul",
-       "reshape_and_cache", "paged_attention")
+OPS = ("rms_norm", "fused_add_rms_norm", "rotary_embedding", "silu_and_mul", "gelu_and_mul")
 
 
 @hookimpl
 def pagoda_plugin_info() -> PluginInfo:
-    return PluginInfo("template", __version__, TARGET_PLUGIN_API, "Template platform (host CPU)")
+    return PluginInfo("template", __version__, TARGET_PLUGIN_API, "Template platform (host CPU)",
+                      package="pagoda-plugin-template",
+                      verified_on="the host CPU (x86-64), which is what it targets")
 
 
 @hookimpl

@@ -136,7 +136,7 @@ def test_listed_by_pagoda_plugins() -> None:
     report = json.loads(result.stdout)
     rec = {p["name"]: p for p in report["plugins"]}["gaudi"]
     assert (rec["status"], rec["distribution"], rec["version"], rec["api_version"]) == (
-        "loaded", "pagoda-gaudi", "0.1.0", 2)
+        "loaded", "pagoda-gaudi", "0.1.0", 3)
     assert "nothing with a Gaudi card" in rec["verified_on"]
     assert rec["attention_backends"] == ["fused_sdpa"]
     assert rec["kernel_providers"] == {op: ["fused"] for op in FUSED_OPS}

@@ -104,7 +104,7 @@ def test_listed_by_pagoda_plugins() -> None:
     report = json.loads(result.stdout)
     rec = {p["name"]: p for p in report["plugins"]}["rocm"]
     assert (rec["status"], rec["distribution"], rec["version"], rec["api_version"]) == (
-        "loaded", "pagoda-rocm", "0.1.0", 2)
+        "loaded", "pagoda-rocm", "0.1.0", 3)
     assert "never run" in rec["verified_on"]
     assert rec["attention_backends"] == ["triton"]
     assert rec["kernel_providers"] == {op: ["triton"] for op in TRITON_OPS}

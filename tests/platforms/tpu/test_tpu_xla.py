@@ -65,8 +65,6 @@ def test_conformance_suite_certifies_tpu_on_xla_cpu(tmp_path: Path) -> None:
     for dtype in ("float32", "bfloat16"):
         assert f"test_attention_backend_matches_reference[tpu/xla-{dtype}] PASSED" in out
         assert f"test_attention_backend_matches_reference[tpu/pallas-{dtype}] SKIPPED" in out
-        assert (f"test_kernel_provider_matches_reference[paged_attention-tpu/xla_static-"
-                f"{dtype}] PASSED") in out
     assert "needs a real TPU (PJRT device is CPU)" in out  # why pallas was skipped
     assert "platform 'tpu' does not support torch.float16" in out
 

@@ -49,11 +49,11 @@ def test_selects_template_backend(template: Platform, soft_cap: float | None) ->
 
 
 def test_targets_the_oldest_accepted_plugin_api() -> None:
-    """Deliberately: the template proves that a plugin built for the previous API (no
-    `package` / `verified_on` in its PluginInfo) still loads and works."""
+    """Deliberately: the template proves that a plugin built for the previous API still
+    loads and works."""
     record = get_registries().record("template")
-    assert OLDEST_PLUGIN_API_VERSION == 1 < PLUGIN_API_VERSION
+    assert OLDEST_PLUGIN_API_VERSION == 2 < PLUGIN_API_VERSION
     assert (record.status, record.api_version) == ("loaded", OLDEST_PLUGIN_API_VERSION)
-    assert record.verified_on is None
-    assert record.deprecation and "targets plugin API 1, deprecated since API 2" in (
+    assert record.verified_on == "the host CPU (x86-64), which is what it targets"
+    assert record.deprecation and "targets plugin API 2, deprecated since API 3" in (
         record.deprecation)

@@ -1,4 +1,5 @@
-"""Triton kernels for the core ops, with the references' signatures (`pagoda.ops.reference`).
+"""Triton kernels for the core ops, with the references' signatures (`pagoda.ops.reference`),
+and for the "triton" attention backend (`pagoda.kernels.triton.backend`).
 
 Importing this package imports Triton. The kernels run wherever Triton does: on GPUs, and
 on the host CPU under ``TRITON_INTERPRET=1`` (set before Triton is imported) for tests at
@@ -6,9 +7,9 @@ small sizes. They accumulate in float32 and never load out of bounds.
 """
 
 from pagoda.kernels.triton.activation import silu_and_mul
-from pagoda.kernels.triton.attention import num_kv_splits, paged_attention, paged_attention_with
+from pagoda.kernels.triton.attention import num_kv_splits, paged_attention
 from pagoda.kernels.triton.gemv import linear, linear_with
-from pagoda.kernels.triton.kv_cache import reshape_and_cache
+from pagoda.kernels.triton.kv_cache import write_kv_cache
 from pagoda.kernels.triton.norm import fused_add_rms_norm, rms_norm
 from pagoda.kernels.triton.rotary import rotary_embedding
 from pagoda.kernels.triton.sampling import sample_from_logits
@@ -19,10 +20,9 @@ __all__ = [
     "linear_with",
     "num_kv_splits",
     "paged_attention",
-    "paged_attention_with",
-    "reshape_and_cache",
     "rms_norm",
     "rotary_embedding",
     "sample_from_logits",
     "silu_and_mul",
+    "write_kv_cache",
 ]

@@ -1,8 +1,8 @@
 """Paged attention over the [2, blocks, block_size, K, D] cache: launch and split planning.
 
-`paged_attention` has the reference signature and decides from tensor shapes alone (no
-device-to-host sync). `paged_attention_with` takes what a backend knows on the host (the
-step's longest query) and explicit tile and split choices, for backends and tests.
+`paged_attention` has the reference's arguments (`pagoda.attention.reference`) plus
+what a backend knows on the host (the step's longest query) and explicit tile and split
+choices; the "triton" attention backend plans them (`num_kv_splits`).
 """
 
 from __future__ import annotations
@@ -53,36 +53,13 @@ def paged_attention(
     sliding_window: int | None = None,
     logits_soft_cap: float | None = None,
     *,
-    launch: TritonLaunch = DEFAULT_LAUNCH,
-) -> torch.Tensor:
-    """See `pagoda.ops.reference.paged_attention`. A batch with no more query tokens than
-    sequences is treated as decodes; the block table's width bounds the context length."""
-    num_seqs = seq_lens.shape[0]
-    max_query_len = 1 if query.shape[0] <= num_seqs else query.shape[0]
-    splits = num_kv_splits(num_seqs, kv_cache.shape[3], max_query_len,
-                           block_tables.shape[1] * kv_cache.shape[2], query.device)
-    return paged_attention_with(query, kv_cache, block_tables, query_start_loc, seq_lens, scale,
-                                sliding_window, logits_soft_cap, max_query_len=max_query_len,
-                                num_splits=splits, launch=launch)
-
-
-def paged_attention_with(
-    query: torch.Tensor,
-    kv_cache: torch.Tensor,
-    block_tables: torch.Tensor,
-    query_start_loc: torch.Tensor,
-    seq_lens: torch.Tensor,
-    scale: float,
-    sliding_window: int | None = None,
-    logits_soft_cap: float | None = None,
-    *,
     max_query_len: int | None = None,
     num_splits: int = 1,
     tile_n: int = TILE_N,
     launch: TritonLaunch = DEFAULT_LAUNCH,
 ) -> torch.Tensor:
-    """`paged_attention` with the host's knowledge and explicit choices: `max_query_len`
-    (None: unknown) sizes the query tiles; `num_splits` > 1 splits every sequence's keys
+    """`pagoda.attention.reference.paged_attention` with the host's knowledge and explicit
+    choices: `max_query_len` (None: unknown) sizes the query tiles; `num_splits` > 1 splits every sequence's keys
     into that many ranges, reduced by a second kernel; `tile_n` keys per inner step;
     `launch` the platform's launch parameters."""
     num_tokens, num_heads, head_size = query.shape

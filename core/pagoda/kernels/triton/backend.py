@@ -15,17 +15,25 @@ from pagoda.attention.backend import (
     AttentionImpl,
     AttentionMetadata,
 )
-from pagoda.kernels.triton.attention import num_kv_splits, paged_attention_with
-from pagoda.kernels.triton.kv_cache import reshape_and_cache
+from pagoda.kernels.triton.attention import TILE_N, num_kv_splits, paged_attention
+from pagoda.kernels.triton.kv_cache import write_kv_cache
 from pagoda.kernels.triton.launch import DEFAULT_LAUNCH, TritonLaunch
 
 MAX_HEAD_SIZE = 256
 
 
 class TritonAttentionImpl(AttentionImpl):
+    tile_n = TILE_N
+    """Key positions per inner-loop tile."""
+
     def launch(self, device: torch.device) -> TritonLaunch:
         """Launch parameters on `device`; a platform's subclass may choose its own."""
         return DEFAULT_LAUNCH
+
+    def num_splits(self, metadata: AttentionMetadata, device: torch.device) -> int:
+        """Key ranges each sequence is split into (see `num_kv_splits`)."""
+        return num_kv_splits(metadata.num_seqs, self.num_kv_heads, metadata.max_query_len,
+                             metadata.max_seq_len, device)
 
     def forward(
         self,
@@ -36,13 +44,13 @@ class TritonAttentionImpl(AttentionImpl):
         metadata: AttentionMetadata,
     ) -> torch.Tensor:
         launch = self.launch(query.device)
-        reshape_and_cache(key, value, kv_cache, metadata.slot_mapping, launch=launch)
-        splits = num_kv_splits(metadata.num_seqs, self.num_kv_heads, metadata.max_query_len,
-                               metadata.max_seq_len, query.device)
-        return paged_attention_with(
+        write_kv_cache(key, value, kv_cache, metadata.slot_mapping, launch=launch)
+        return paged_attention(
             query, kv_cache, metadata.block_tables, metadata.query_start_loc,
             metadata.seq_lens, self.scale, self.sliding_window, self.logits_soft_cap,
-            max_query_len=metadata.max_query_len, num_splits=splits, launch=launch,
+            max_query_len=metadata.max_query_len,
+            num_splits=self.num_splits(metadata, query.device), tile_n=self.tile_n,
+            launch=launch,
         )
 
 

@@ -11,7 +11,7 @@ from pagoda.kernels.triton.launch import DEFAULT_LAUNCH, TritonLaunch
 
 
 @triton.jit
-def _reshape_and_cache_kernel(
+def _write_kv_cache_kernel(
     key_ptr, value_ptr, key_cache_ptr, value_cache_ptr, slot_mapping_ptr,
     stride_kt, stride_kh, stride_vt, stride_vh,
     stride_cb, stride_cs, stride_ch,
@@ -33,18 +33,18 @@ def _reshape_and_cache_kernel(
     tl.store(value_cache_ptr + dst + dims, v.to(value_cache_ptr.dtype.element_ty), mask=ok)
 
 
-def reshape_and_cache(
+def write_kv_cache(
     key: torch.Tensor, value: torch.Tensor, kv_cache: torch.Tensor, slot_mapping: torch.Tensor,
     *, launch: TritonLaunch = DEFAULT_LAUNCH,
 ) -> None:
-    """See `pagoda.ops.reference.reshape_and_cache`."""
+    """See `pagoda.attention.reference.write_kv_cache`."""
     num_tokens, num_kv_heads, head_size = key.shape
     if num_tokens == 0:
         return
     key, value = unit_last_stride(key), unit_last_stride(value)
     key_cache, value_cache = kv_cache[0], kv_cache[1]
     assert key_cache.stride(-1) == 1 and key_cache.stride() == value_cache.stride()
-    _reshape_and_cache_kernel[(num_tokens,)](
+    _write_kv_cache_kernel[(num_tokens,)](
         key, value, key_cache, value_cache, slot_mapping,
         key.stride(0), key.stride(1), value.stride(0), value.stride(1),
         key_cache.stride(0), key_cache.stride(1), key_cache.stride(2),
