@@ -138,6 +138,9 @@ class AttentionBackend(ABC):
     supported_block_sizes: ClassVar[tuple[int, ...] | None] = None  # None: any
     supports_sliding_window: ClassVar[bool] = True
     supports_logits_soft_cap: ClassVar[bool] = True
+    needs_zeroed_cache: ClassVar[bool] = False
+    """Whether the KV cache must start zeroed (kernels that weigh masked-out slots by 0
+    read them, and 0 * NaN is NaN); otherwise it is left uninitialised."""
     supports_graph_capture: ClassVar[bool] = False
     """Whether a decode step may be captured as a device graph: `forward` reads only the
     metadata's tensors; its host fields then describe the largest batch of the capture

@@ -10,6 +10,7 @@ import torch
 
 if TYPE_CHECKING:
     from pagoda.platforms.graphs import GraphCapture
+    from pagoda.platforms.step_padding import StepPadding, StepShape
 
 
 @dataclass(frozen=True)
@@ -57,8 +58,16 @@ class Platform(ABC):
     prepare step N+1 while the device computes step N (torch.Event and pinned memory work)."""
 
     supports_async_scheduling: ClassVar[bool] = True
-    """Whether its model runner fills in tokens still in flight (the scheduler's
-    placeholders), so that steps may overlap at all (`--async-scheduling`)."""
+    """Whether steps may overlap at all (`--async-scheduling`): the model runner then fills
+    in tokens still in flight (the scheduler's placeholders) on the device."""
+
+    samples_on_host: ClassVar[bool] = False
+    """Whether the model runner copies each step's logits to the host and samples there
+    (where the sampler's data-dependent shapes would cost a compilation per step)."""
+
+    uses_inference_mode: ClassVar[bool] = True
+    """Whether steps run under `torch.inference_mode` (else `torch.no_grad`: devices whose
+    in-place cache writes need tensors' version counters, as XLA's do)."""
 
     distributed_backend: ClassVar[str]
     """torch.distributed backend between devices of this platform (gloo, nccl, ...)."""
@@ -113,6 +122,16 @@ class Platform(ABC):
     def graph_capture(self) -> GraphCapture | None:
         """This device's graph capture, when `supports_graph_capture`."""
         return None
+
+    def step_padding(self, limits: StepShape) -> StepPadding | None:
+        """How the model runner pads steps to static shapes, for an engine whose largest
+        step is `limits`; None (the default): every step runs at its own shape. Raise
+        ValueError when the limits do not fit the platform's shapes."""
+        return None
+
+    def after_forward(self) -> None:
+        """Called by the model runner once a step's forward pass and logits are issued,
+        before anything reads them; a device that traces steps lazily runs them here."""
 
     def torch_device(self, index: int = 0) -> torch.device:
         """The torch device for device `index`."""

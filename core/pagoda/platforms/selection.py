@@ -59,14 +59,18 @@ def _not_installed_message(name: str, regs: PluginRegistries) -> str:
 
 
 def resolve_platform(requested: str | None = None) -> Platform:
-    """Build the Platform for `requested` through the owning plugin's factory."""
+    """The Platform for `requested` (a name, "auto" or None), built once per process by
+    the owning plugin's factory: every part of the process shares the one object."""
     regs = get_registries()
     name = choose_device(requested, regs)
-    owner = regs.probes.get(name).plugin
-    platform = regs.call_plugin(owner, "pagoda_platform_factory", name=name)
-    if not isinstance(platform, Platform):
-        raise DeviceError(
-            f"Plugin {owner!r} reported device {name!r} but its pagoda_platform_factory "
-            f"returned {platform!r} instead of a Platform"
-        )
+    platform = regs.platforms.get(name)
+    if platform is None:
+        owner = regs.probes.get(name).plugin
+        platform = regs.call_plugin(owner, "pagoda_platform_factory", name=name)
+        if not isinstance(platform, Platform):
+            raise DeviceError(
+                f"Plugin {owner!r} reported device {name!r} but its pagoda_platform_factory "
+                f"returned {platform!r} instead of a Platform"
+            )
+        regs.platforms[name] = platform
     return platform

@@ -95,6 +95,8 @@ class PluginRegistries:
     cli_commands: Registry[CliCommandSpec] = field(
         default_factory=lambda: Registry("CLI subcommand", lambda s: s.name)
     )
+    platforms: dict[str, Any] = field(default_factory=dict)
+    """Platform objects built in this process, by name (see `resolve_platform`)."""
 
     def record(self, name: str) -> PluginRecord:
         for rec in self.plugins:

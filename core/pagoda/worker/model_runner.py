@@ -4,6 +4,10 @@
 asynchronously; the host reads the sampled ids only when the engine asks for the result.
 A token still in flight from the previous step (the scheduler's placeholder) is taken
 from that step's sampled ids on the device.
+
+Where platforms differ, the runner asks the platform: how to pad a step
+(`Platform.step_padding`), what to do once the step is issued (`after_forward`), whether
+to sample on the host (`samples_on_host`) and under which grad mode to run.
 """
 
 from __future__ import annotations
@@ -16,6 +20,8 @@ from torch import nn
 from pagoda.attention.backend import AttentionMetadataBuilder
 from pagoda.engine.request import PLACEHOLDER_TOKEN_ID
 from pagoda.engine.scheduler_output import SchedulerOutput
+from pagoda.platforms.platform import Platform
+from pagoda.platforms.step_padding import StepPadding
 from pagoda.sample import Sampler, SamplingState, compute_prompt_logprobs
 from pagoda.worker.decode_graphs import DecodeGraphs
 from pagoda.worker.step_inputs import StepInputs, build_step_inputs
@@ -44,8 +50,9 @@ class ModelRunner:
         block_size: int,
         vocab_size: int,
         device: torch.device,
+        platform: Platform,
+        padding: StepPadding | None = None,
         seed: int = 0,
-        device_is_async: bool = False,
     ):
         self.model = model
         self.kv_caches = kv_caches
@@ -53,8 +60,10 @@ class ModelRunner:
         self.block_size = block_size
         self.vocab_size = vocab_size
         self.device = device
-        self.device_is_async = device_is_async
-        self.sampler = Sampler(device=device, seed=seed)
+        self.platform = platform
+        self.padding = padding
+        self.sample_device = torch.device("cpu") if platform.samples_on_host else device
+        self.sampler = Sampler(device=self.sample_device, seed=seed)
         self.states: dict[str, SamplingState] = {}
         self.graphs: DecodeGraphs | None = None
         self._last_sampled: torch.Tensor | None = None
@@ -113,26 +122,42 @@ class ModelRunner:
         metadata = self.builder.build(inputs.metadata)
         return self.model(inputs.input_ids, inputs.positions, self.kv_caches, metadata)
 
-    @torch.inference_mode()
     def execute_model(self, step: SchedulerOutput) -> PendingStepOutput:
+        grad_mode = torch.inference_mode if self.platform.uses_inference_mode else torch.no_grad
+        with grad_mode():
+            return self._execute(step)
+
+    def _gather_logits(self, hidden: torch.Tensor, rows: list[int]) -> torch.Tensor:
+        """Logits [len(rows), V] of those rows of hidden states, on the sampling device;
+        the gather is padded like the step (`StepPadding.rows`)."""
+        n = len(rows)
+        if self.padding is not None:
+            rows = rows + [0] * (self.padding.rows(n) - n)
+        index = torch.tensor(rows, dtype=torch.int64).to(self.device, non_blocking=True)
+        return self.model.compute_logits(hidden[index])
+
+    def _to_sampler(self, logits: torch.Tensor, n: int) -> torch.Tensor:
+        return logits.to(self.sample_device)[:n]
+
+    def _execute(self, step: SchedulerOutput) -> PendingStepOutput:
         self._update_states(step)
         if step.is_empty:
             return PendingStepOutput([], None, None)
-        inputs = build_step_inputs(step.scheduled, self.block_size, self.device)
+        inputs = build_step_inputs(step.scheduled, self.block_size, self.device, self.padding)
         self._fill_in_flight_tokens(step, inputs)
         hidden = self._forward(inputs)
-
-        pinned = self.device_is_async
-        rows, sampled, logprobs = [], None, None
         sampling = [(item, row) for item, row in zip(step.scheduled, inputs.last_token_index)
                     if item.sample]
-        if sampling:
-            index = torch.tensor([row for _, row in sampling], dtype=torch.int64)
-            logits = self.model.compute_logits(hidden[index.to(self.device, non_blocking=True)])
+        logits = self._gather_logits(hidden, [row for _, row in sampling]) if sampling else None
+        self.platform.after_forward()
+
+        pinned = self.platform.executes_asynchronously
+        rows, sampled, logprobs = [], None, None
+        if logits is not None:
             for item, _ in sampling:
                 state = self.states[item.request_id]
                 rows.append(SampledRow(item.request_id, state, len(state.output_token_ids)))
-            out = self.sampler(logits, [row.state for row in rows])
+            out = self.sampler(self._to_sampler(logits, len(rows)), [row.state for row in rows])
             for row in rows:  # seeded draws and min_tokens count the token being sampled
                 row.state.output_token_ids.append(PLACEHOLDER_TOKEN_ID)
             self._last_sampled = out.sampled_token_ids
@@ -147,8 +172,8 @@ class ModelRunner:
             if not want.rows:
                 pending.prompt_logprobs.append(PromptLogprobRows(want.request_id, None))
                 continue
-            logits = self.model.compute_logits(hidden[torch.tensor(want.rows, device=self.device)])
-            targets = torch.tensor(want.targets, device=self.device)
+            logits = self._to_sampler(self._gather_logits(hidden, want.rows), len(want.rows))
+            targets = torch.tensor(want.targets, device=self.sample_device)
             plp = compute_prompt_logprobs(logits, targets, want.k)
             pending.prompt_logprobs.append(PromptLogprobRows(
                 want.request_id, type(plp)(*(copy_to_host(t, pinned) for t in plp))))

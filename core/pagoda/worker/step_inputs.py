@@ -1,8 +1,10 @@
-"""Flatten one scheduled step into the model's inputs (no padding).
+"""Flatten one scheduled step into the model's inputs, padded where the platform says.
 
 Built with numpy in a handful of vectorised operations (a step may hold hundreds of
 sequences, and this runs on the host for every step), then moved to the device in two
-copies: one of the int64 inputs, one of the int32 attention metadata.
+copies: one of the int64 inputs, one of the int32 attention metadata. With a
+`StepPadding` (platforms that compile per shape) the arrays are padded to the shape it
+chooses (see `pagoda.platforms.step_padding` for what padding holds).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import torch
 
 from pagoda.attention.backend import AttentionMetadata
 from pagoda.engine.scheduler_output import ScheduledRequest
+from pagoda.platforms.step_padding import StepPadding, StepShape
 
 
 @dataclass
@@ -24,46 +27,61 @@ class StepInputs:
     metadata: AttentionMetadata
     last_token_index: list[int]
     """Per scheduled request, the row of its last token this step."""
+    shape: StepShape
+    """The shape the step runs at (padded, or the step's own)."""
 
 
 def build_step_inputs(
-    scheduled: list[ScheduledRequest], block_size: int, device: torch.device
+    scheduled: list[ScheduledRequest], block_size: int, device: torch.device,
+    padding: StepPadding | None = None,
 ) -> StepInputs:
     num_seqs = len(scheduled)
     query_lens = np.fromiter((len(item.token_ids) for item in scheduled), np.int64, num_seqs)
     starts = np.fromiter((item.num_computed_tokens for item in scheduled), np.int64, num_seqs)
-    query_start_loc = np.zeros(num_seqs + 1, np.int64)
+    table_lens = np.fromiter((len(item.block_ids) for item in scheduled), np.int64, num_seqs)
+    shape = StepShape(int(query_lens.sum()), num_seqs, int(table_lens.max()))
+    if padding is not None:
+        shape = padding.pad(shape)
+        extra = shape.num_seqs - num_seqs
+        query_lens, starts, table_lens = (np.pad(a, (0, extra)) for a in (query_lens, starts,
+                                                                           table_lens))
+    query_start_loc = np.zeros(shape.num_seqs + 1, np.int64)
     np.cumsum(query_lens, out=query_start_loc[1:])
-    num_tokens = int(query_start_loc[-1])
+    num_tokens = int(query_start_loc[-1])  # the real ones; padding tokens follow
     seq_lens = starts + query_lens
 
-    table_lens = np.fromiter((len(item.block_ids) for item in scheduled), np.int64, num_seqs)
-    width = int(table_lens.max())
-    table = np.zeros((num_seqs, width), np.int32)
+    width = shape.max_blocks
+    table = np.zeros((shape.num_seqs, width), np.int32)
     table[np.arange(width) < table_lens[:, None]] = np.fromiter(
         chain.from_iterable(item.block_ids for item in scheduled), np.int32, int(table_lens.sum()))
 
     # Token t of sequence s sits at position starts[s] + (t - query_start_loc[s]).
-    seq_of_token = np.repeat(np.arange(num_seqs), query_lens)
+    seq_of_token = np.repeat(np.arange(shape.num_seqs), query_lens)
     positions = np.arange(num_tokens) + np.repeat(starts - query_start_loc[:-1], query_lens)
     slots = table[seq_of_token, positions // block_size].astype(np.int64) * block_size + (
         positions % block_size)
     input_ids = np.fromiter(chain.from_iterable(item.token_ids for item in scheduled), np.int64,
                             num_tokens)
+    if shape.num_tokens > num_tokens:
+        extra = shape.num_tokens - num_tokens
+        input_ids, positions = np.pad(input_ids, (0, extra)), np.pad(positions, (0, extra))
+        slots = np.pad(slots, (0, extra), constant_values=-1)
 
     longs = torch.from_numpy(np.concatenate((input_ids, positions, slots))).to(
         device, non_blocking=True)
     ints = torch.from_numpy(np.concatenate((query_start_loc.astype(np.int32),
                                             seq_lens.astype(np.int32), table.ravel()))).to(
         device, non_blocking=True)
-    input_ids_d, positions_d, slots_d = longs.split(num_tokens)
-    qsl_d, seq_lens_d, table_d = ints.split((num_seqs + 1, num_seqs, num_seqs * width))
+    # Slices, not split(): torch-xla 2.9 aborts on split() views used as indices.
+    t, s = shape.num_tokens, shape.num_seqs
+    input_ids_d, positions_d, slots_d = longs[:t], longs[t : 2 * t], longs[2 * t :]
+    qsl_d, seq_lens_d, table_d = ints[: s + 1], ints[s + 1 : 2 * s + 1], ints[2 * s + 1 :]
 
     query_start_loc_cpu = query_start_loc.tolist()
     metadata = AttentionMetadata(
-        num_tokens=num_tokens,
+        num_tokens=t,
         slot_mapping=slots_d,
-        block_tables=table_d.view(num_seqs, width),
+        block_tables=table_d.view(s, width),
         query_start_loc=qsl_d,
         seq_lens=seq_lens_d,
         query_start_loc_cpu=query_start_loc_cpu,
@@ -75,5 +93,6 @@ def build_step_inputs(
         input_ids=input_ids_d,
         positions=positions_d,
         metadata=metadata,
-        last_token_index=[end - 1 for end in query_start_loc_cpu[1:]],
+        last_token_index=[end - 1 for end in query_start_loc_cpu[1 : num_seqs + 1]],
+        shape=shape,
     )

@@ -18,6 +18,7 @@ from pagoda.model_source import ModelSource
 from pagoda.ops import OpTable, use_ops
 from pagoda.platforms import resolve_platform
 from pagoda.platforms.platform import MemoryInfo, budget_within_utilization
+from pagoda.platforms.step_padding import StepShape
 from pagoda.quant.selector import select_quant_method
 from pagoda.worker.decode_graphs import DecodeGraphs, default_capture_sizes
 from pagoda.worker.model_loading import attention_shape, build_model
@@ -83,6 +84,8 @@ class Worker(WorkerBase):
                 attn_backend=self.attn_backend, load_format=self.config.model.load_format,
                 seed=self.config.model.seed, quant_method=self.quant_method,
             )
+        self.platform.synchronize(self.local_rank)  # the weights are on the device: no
+        # step waits for them (or, on devices that trace lazily, carries their upload)
         self.kv_spec = self.model.kv_cache_spec(self.config.cache.block_size, kv_dtype)
         self.num_layers = self.model.num_attention_layers
         logger.info("Loaded %s on %s with attention backend %s (%s, quantization %s) in %.1f s",
@@ -141,27 +144,29 @@ class Worker(WorkerBase):
 
     def initialize_cache(self, num_blocks: int) -> None:
         shape = self.attn_backend.kv_cache_shape(self.kv_spec, num_blocks)
-        # Uninitialised on purpose: backends never read slots outside a sequence.
-        kv_caches = [torch.empty(shape, dtype=self.kv_spec.dtype, device=self.device)
+        # Uninitialised unless the backend says otherwise: most never read slots outside a
+        # sequence (and an untouched host allocation costs no memory until written).
+        alloc = torch.zeros if self.attn_backend.needs_zeroed_cache else torch.empty
+        kv_caches = [alloc(shape, dtype=self.kv_spec.dtype, device=self.device)
                      for _ in range(self.num_layers)]
         builder = self.attn_backend.get_builder_cls()(self.kv_spec, self.device)
+        sched, block_size = self.config.scheduler, self.kv_spec.block_size
+        max_len = min(self.config.model.max_model_len or num_blocks * block_size,
+                      num_blocks * block_size)
+        max_blocks = -(-max_len // block_size)  # of one sequence
+        padding = self.platform.step_padding(
+            StepShape(sched.max_num_batched_tokens, sched.max_num_seqs, max_blocks))
         with use_ops(self.ops):  # the sampler resolves the platform's sampling kernel
             self.runner = ModelRunner(
-                self.model, kv_caches, builder, self.kv_spec.block_size,
-                self.hf_config.vocab_size, self.device, seed=self.config.model.seed,
-                device_is_async=self.platform.executes_asynchronously,
+                self.model, kv_caches, builder, block_size, self.hf_config.vocab_size,
+                self.device, self.platform, padding, seed=self.config.model.seed,
             )
         capture = self.platform.graph_capture()
         if (capture is not None and not self.config.enforce_eager
                 and self.attn_backend.supports_graph_capture):
-            block_size = self.kv_spec.block_size
-            max_len = min(self.config.model.max_model_len or num_blocks * block_size,
-                          num_blocks * block_size)
-            sizes = self.config.graph_batch_sizes or default_capture_sizes(
-                self.config.scheduler.max_num_seqs)
-            self.runner.graphs = DecodeGraphs(
-                self.model, kv_caches, builder, capture, sizes, -(-max_len // block_size),
-                block_size, self.device)
+            sizes = self.config.graph_batch_sizes or default_capture_sizes(sched.max_num_seqs)
+            self.runner.graphs = DecodeGraphs(self.model, kv_caches, builder, capture, sizes,
+                                              max_blocks, block_size, self.device)
             self.runner.graphs.capture_all()
 
     def execute_model(self, scheduler_output: SchedulerOutput) -> ModelRunnerOutput:

@@ -11,6 +11,8 @@ buckets of one dimension:
 min and max are always buckets. Configure with a `BucketConfig` or the environment:
 PAGODA_GAUDI_BUCKETS_BATCH and PAGODA_GAUDI_BUCKETS_TOKENS ("min,step,max" or
 "min,step,max,limit") and PAGODA_GAUDI_BUCKETS_STRATEGY ("exponential" or "linear").
+
+`BucketPadding` applies them to the engine's steps (the platform's `StepPadding`).
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+
+from pagoda.platforms.step_padding import StepShape
 
 ENV_PREFIX = "PAGODA_GAUDI_BUCKETS_"
 STRATEGIES = ("exponential", "linear")
@@ -139,3 +143,39 @@ def padded(value: int, buckets: list[int]) -> int:
         if bucket >= value:
             return bucket
     raise ValueError(f"{value} exceeds the largest bucket {buckets[-1]}")
+
+
+class BucketPadding:
+    """Steps padded to the buckets: sequences to a batch-size bucket; tokens to a token
+    bucket, except in a step of decodes only, whose tokens (one per sequence) pad like its
+    sequences; block-table widths to a power of two (at most the engine's widest)."""
+
+    def __init__(self, config: BucketConfig, limits: StepShape):
+        self.batch = config.buckets(config.batch_size)
+        self.tokens = config.buckets(config.tokens)
+        too_large = [f"{what} {limit} exceeds the largest {what} bucket {buckets[-1]} "
+                     f"({ENV_PREFIX}{env})"
+                     for what, limit, buckets, env in (
+                         ("batch size", limits.num_seqs, self.batch, "BATCH"),
+                         ("tokens", limits.num_tokens, self.tokens, "TOKENS"))
+                     if limit > buckets[-1]]
+        if too_large:
+            raise BucketConfigError("the engine's largest step does not fit the Gaudi buckets: "
+                                    + "; ".join(too_large))
+        self.max_blocks = limits.max_blocks
+        self.row_buckets = sorted({*self.batch, *self.tokens})
+
+    def pad(self, shape: StepShape) -> StepShape:
+        seqs = padded(shape.num_seqs, self.batch)
+        decodes_only = shape.num_tokens == shape.num_seqs
+        tokens = seqs if decodes_only else padded(shape.num_tokens, self.tokens)
+        blocks = max(shape.max_blocks, min(_next_power_of_two(shape.max_blocks),
+                                           self.max_blocks))
+        return StepShape(tokens, seqs, blocks)
+
+    def rows(self, n: int) -> int:
+        return padded(n, self.row_buckets)
+
+
+def _next_power_of_two(n: int) -> int:
+    return 1 << max(0, n - 1).bit_length()

@@ -8,7 +8,8 @@ import torch
 
 from pagoda.platforms import MemoryInfo, Platform
 from pagoda.platforms.platform import budget_within_utilization
-from pagoda_gaudi.bucketing import BucketConfig
+from pagoda.platforms.step_padding import StepShape
+from pagoda_gaudi.bucketing import BucketConfig, BucketPadding
 from pagoda_gaudi.sdk import hpu
 
 if TYPE_CHECKING:
@@ -70,6 +71,10 @@ class GaudiPlatform(Platform):
         from pagoda_gaudi.graphs import HpuGraphCapture
 
         return HpuGraphCapture()
+
+    def step_padding(self, limits: StepShape) -> BucketPadding:
+        """Every step runs at a bucket's shape, so each shape compiles once."""
+        return BucketPadding(self.buckets, limits)
 
     def torch_device(self, index: int = 0) -> torch.device:
         return torch.device("hpu", index)

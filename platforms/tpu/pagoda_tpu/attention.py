@@ -29,6 +29,7 @@ class XlaAttentionBackend(AttentionBackend):
     only device tensors, so a padded step compiles once per bucket."""
 
     name = "xla"
+    needs_zeroed_cache = True  # masked-out slots are weighed by 0, and 0 * NaN is NaN
 
     @classmethod
     def get_impl_cls(cls) -> type[AttentionImpl]:

@@ -75,6 +75,7 @@ class PallasAttentionImpl(AttentionImpl):
 class PallasAttentionBackend(AttentionBackend):
     name = "pallas"
     supported_dtypes = (torch.bfloat16, torch.float32)
+    needs_zeroed_cache = True  # as the xla backend's: the kernel is unverified
 
     @classmethod
     def validate(cls, config: AttentionConfig) -> list[str]:

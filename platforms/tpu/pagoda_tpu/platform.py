@@ -1,11 +1,14 @@
 """The TPU platform: XLA devices through torch-xla's PJRT runtime (TPU, or XLA's CPU device).
 
 XLA compiles one program per distinct graph, so there is no graph capture; instead every
-step runs with static (bucketed) shapes, see `pagoda_tpu.worker`.
+step is padded to static (bucketed) shapes (`step_padding`, see `pagoda_tpu.shapes`), the
+model runner's forward pass, cache writes and logits run as one program (`after_forward`)
+and sampling happens on the host (`samples_on_host`).
 """
 
 from __future__ import annotations
 
+import logging
 import os
 
 import torch
@@ -14,6 +17,11 @@ import torch_xla.core.xla_model as xm
 import torch_xla.runtime as xr
 
 from pagoda.platforms import MemoryInfo, Platform
+from pagoda.platforms.step_padding import StepShape
+from pagoda_tpu.compile_cache import initialize_compile_cache
+from pagoda_tpu.shapes import StaticShapeConfig, StepShapes, buckets
+
+logger = logging.getLogger(__name__)
 
 HOST_KV_CACHE_CAP = 4 * 2**30
 """On XLA's CPU device the cache lives in host memory, shared with everything else."""
@@ -41,13 +49,19 @@ class TpuPlatform(Platform):
     preferred_attention_backends = ("pallas", "xla")
     supported_quant_methods = ("none",)
     executor = "uniproc"
-    worker = "pagoda_tpu.worker:XlaWorker"
-    supports_async_scheduling = False  # the XLA runner pads steps from host token ids
+    samples_on_host = True
+    supports_async_scheduling = False  # the host samples: it has each step's tokens anyway
+    uses_inference_mode = False  # XLA's in-place cache writes need version counters
 
     def __init__(self) -> None:
         self.pjrt_device = xr.device_type() or "CPU"
         if self.on_cpu:  # a CPU's float32 is its fast path; bfloat16 stays available
             self.supported_dtypes = (torch.float32, torch.bfloat16)
+        self.shape_config = StaticShapeConfig.from_env()
+        # Before the process's first XLA computation (torch-xla refuses it after), and on
+        # TPUs only: XLA's CPU device writes programs but cannot load them back.
+        cache_dir = None if self.on_cpu else self.shape_config.cache_dir
+        self.compile_cache = cache_dir if initialize_compile_cache(cache_dir) else None
 
     @property
     def on_cpu(self) -> bool:
@@ -81,8 +95,22 @@ class TpuPlatform(Platform):
     def synchronize(self, index: int = 0) -> None:
         torch_xla.sync(wait=True)
 
+    def step_padding(self, limits: StepShape) -> StepShapes:
+        shapes = StepShapes(self.shape_config, limits.num_tokens, limits.num_seqs,
+                            limits.max_blocks)
+        config = self.shape_config
+        logger.info("XLA step shapes: tokens %s, sequences %s, block-table widths %s",
+                    buckets(config.min_tokens, shapes.max_tokens),
+                    buckets(config.min_seqs, shapes.max_seqs),
+                    buckets(config.min_blocks, shapes.max_blocks))
+        return shapes
+
+    def after_forward(self) -> None:
+        torch_xla.sync()  # run the step's program: forward, cache writes, logits
+
     def describe(self) -> dict[str, object]:
         info = super().describe()
         info["pjrt_device"] = self.pjrt_device
         info["static_shapes"] = True
+        info["compile_cache"] = str(self.compile_cache) if self.compile_cache else None
         return info

@@ -21,6 +21,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from pagoda.platforms.step_padding import StepShape
+
 ENV_PREFIX = "PAGODA_TPU_"
 CACHE_DIR_ENV = "PAGODA_TPU_CACHE_DIR"
 DEFAULT_CACHE_DIR = Path("~/.cache/pagoda/xla")
@@ -88,12 +90,20 @@ class StaticShapeConfig:
 
 @dataclass(frozen=True)
 class StepShapes:
-    """Bucket sizes for one engine: its config and its limits."""
+    """Bucket sizes for one engine: its config and its limits. The TPU platform's
+    `StepPadding` (`pagoda.platforms.step_padding`): every dimension to its bucket."""
 
     config: StaticShapeConfig
     max_tokens: int  # max_num_batched_tokens
     max_seqs: int  # max_num_seqs
     max_blocks: int  # KV blocks a sequence can hold at most
+
+    def pad(self, shape: StepShape) -> StepShape:
+        return StepShape(self.tokens(shape.num_tokens), self.seqs(shape.num_seqs),
+                         self.blocks(shape.max_blocks))
+
+    def rows(self, n: int) -> int:
+        return self.tokens(n)
 
     def tokens(self, n: int) -> int:
         return bucket(n, self.config.min_tokens, self.max_tokens)

@@ -1,5 +1,5 @@
-"""The static-shape attention and step padding of pagoda-tpu, in plain torch on the host
-(they are plain torch; test_tpu_xla.py runs them on XLA's CPU device)."""
+"""The static-shape attention of pagoda-tpu and its step padding through core's step
+builder, in plain torch on the host (test_tpu_xla.py runs them on XLA's CPU device)."""
 
 from __future__ import annotations
 
@@ -15,10 +15,10 @@ from pagoda.testing import (  # noqa: E402
     check_attention_backend,
     dtype_name,
 )
+from pagoda.worker.step_inputs import build_step_inputs  # noqa: E402
 from pagoda_tpu import paged_attention as static  # noqa: E402
 from pagoda_tpu.attention import XlaAttentionBackend  # noqa: E402
 from pagoda_tpu.shapes import StaticShapeConfig, StepShapes  # noqa: E402
-from pagoda_tpu.step_padding import pad_step  # noqa: E402
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=dtype_name)
@@ -66,8 +66,8 @@ def _item(request_id: str, computed: int, tokens: list[int], blocks: list[int]) 
 def test_pad_step_pads_every_dimension_to_its_bucket() -> None:
     shapes = StepShapes(StaticShapeConfig(min_tokens=8, min_seqs=4, min_blocks=4),
                         max_tokens=64, max_seqs=16, max_blocks=32)
-    step = pad_step([_item("a", 0, [5, 6, 7], [3]), _item("b", 5, [9], [1, 2])], 4, shapes,
-                    torch.device("cpu"))
+    step = build_step_inputs([_item("a", 0, [5, 6, 7], [3]), _item("b", 5, [9], [1, 2])], 4,
+                             torch.device("cpu"), shapes)
     meta = step.metadata
     assert step.input_ids.tolist() == [5, 6, 7, 9, 0, 0, 0, 0]
     assert step.positions.tolist() == [0, 1, 2, 5, 0, 0, 0, 0]
@@ -76,16 +76,18 @@ def test_pad_step_pads_every_dimension_to_its_bucket() -> None:
     assert meta.query_start_loc.tolist() == meta.query_start_loc_cpu == [0, 3, 4, 4, 4]
     assert meta.seq_lens.tolist() == meta.seq_lens_cpu == [3, 6, 0, 0]
     assert (meta.num_tokens, meta.max_query_len, meta.max_seq_len) == (8, 3, 6)
-    assert step.last_token_rows.tolist() == [2, 3, 0, 0]
-    assert step.query_starts == [0, 3]
+    assert step.last_token_index == [2, 3]
+    assert (step.shape.num_tokens, step.shape.num_seqs, step.shape.max_blocks) == (8, 4, 4)
+    assert shapes.rows(2) == 8  # logits of 2 rows are gathered as 8
 
 
 def test_padded_steps_of_one_bucket_have_equal_shapes() -> None:
     shapes = StepShapes(StaticShapeConfig(), max_tokens=2048, max_seqs=256, max_blocks=100)
     steps = [
-        pad_step([_item("a", 0, list(range(3, 13)), [0])], 16, shapes, torch.device("cpu")),
-        pad_step([_item("a", 10, [4], [0]), _item("b", 0, [5] * 9, [1, 2])], 16, shapes,
-                 torch.device("cpu")),
+        build_step_inputs([_item("a", 0, list(range(3, 13)), [0])], 16, torch.device("cpu"),
+                          shapes),
+        build_step_inputs([_item("a", 10, [4], [0]), _item("b", 0, [5] * 9, [1, 2])], 16,
+                          torch.device("cpu"), shapes),
     ]
     for first, second in zip(steps[0].__dict__.values(), steps[1].__dict__.values()):
         if isinstance(first, torch.Tensor):
