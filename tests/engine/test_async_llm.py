@@ -33,7 +33,7 @@ def greedy(max_tokens: int = NEW_TOKENS, **kw) -> SamplingParams:
 
 def _config(path, **kw) -> EngineConfig:
     return EngineConfig(model=ModelConfig(str(path), dtype="float32"),
-                        cache=CacheConfig(block_size=4, num_blocks_override=96), device="cpu",
+                        cache=CacheConfig(block_size=4, num_kv_blocks=96), device="cpu",
                         **kw)
 
 
@@ -323,7 +323,7 @@ import os, signal, sys
 from pagoda.config import CacheConfig, EngineConfig, ModelConfig
 from pagoda.frontend.async_llm import AsyncLLM
 engine = AsyncLLM(EngineConfig(model=ModelConfig(sys.argv[1], dtype="float32"),
-                               cache=CacheConfig(num_blocks_override=16), device="cpu"))
+                               cache=CacheConfig(num_kv_blocks=16), device="cpu"))
 print(engine.core_pid, flush=True)
 os.kill(os.getpid(), signal.SIGKILL)
 """
