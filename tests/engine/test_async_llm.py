@@ -314,8 +314,9 @@ def test_shutdown_fails_requests_in_flight(model_dir):
 
 
 def test_core_start_up_error_carries_its_traceback(model_dir):
-    with pytest.raises(EngineStartupError, match="(?s)no-such-device.*Traceback"):
-        AsyncLLM(EngineConfig(model=ModelConfig(str(model_dir)), device="no-such-device"))
+    with pytest.raises(EngineStartupError, match="(?s)no-such-backend.*Traceback"):
+        AsyncLLM(EngineConfig(model=ModelConfig(str(model_dir)), device="cpu",
+                              attention_backend="no-such-backend"))
 
 
 _ORPHAN_SCRIPT = """

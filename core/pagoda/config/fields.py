@@ -83,9 +83,9 @@ def flat_fields(cls: type) -> dict[str, ConfigField]:
                 walk(hint, (*path, f.name))  # type: ignore[arg-type]
                 continue
             if f.name in found:
-                raise TypeError(f"{cls.__name__}: {'.'.join((*path, f.name))} and "
-                                f"{'.'.join((*found[f.name].path, f.name))} share the flat "
-                                f"name {f.name!r}")
+                first = ".".join((*found[f.name].path, f.name))
+                raise TypeError(f"{cls.__name__}: {first} and {'.'.join((*path, f.name))} "
+                                f"share the flat name {f.name!r}")
             found[f.name] = ConfigField(f.name, klass, path, hint, f, docs.get(f.name, ""))
 
     walk(cls, ())
@@ -98,28 +98,25 @@ def from_flat(cls: type[T], values: dict[str, Any]) -> T:
     fields = flat_fields(cls)
     unknown = [name for name in values if name not in fields]
     if unknown:
-        raise TypeError(unknown_names_message(cls.__name__, unknown, list(fields)))
+        raise TypeError(f"{cls.__name__}: unknown keyword argument "
+                        f"{'; '.join(_with_closest(name, list(fields)) for name in unknown)}")
 
-    def build(klass: type, path: tuple[str, ...]) -> Any:
+    def build(klass: type) -> Any:
         kwargs = {}
         for f in dataclasses.fields(klass):
             hint = type_hints(klass)[f.name]
             if dataclasses.is_dataclass(hint):
-                kwargs[f.name] = build(hint, (*path, f.name))  # type: ignore[arg-type]
+                kwargs[f.name] = build(hint)  # type: ignore[arg-type]
             elif f.name in values:
                 kwargs[f.name] = values[f.name]
         return klass(**kwargs)
 
-    return build(cls, ())
+    return build(cls)
 
 
-def unknown_names_message(owner: str, unknown: list[str], valid: list[str]) -> str:
-    parts = []
-    for name in unknown:
-        close = difflib.get_close_matches(name, valid, n=3)
-        hint = f" (did you mean {', '.join(map(repr, close))}?)" if close else ""
-        parts.append(f"{name!r}{hint}")
-    return f"{owner} got unexpected keyword arguments: {'; '.join(parts)}"
+def _with_closest(name: str, valid: list[str]) -> str:
+    close = difflib.get_close_matches(name, valid, n=3)
+    return f"{name!r} (did you mean {', '.join(map(repr, close))}?)" if close else repr(name)
 
 
 def without_none(hint: Any) -> tuple[Any, bool]:
