@@ -8,6 +8,19 @@ import logging
 LOG_FORMAT = "%(levelname)s %(name)s: %(message)s"
 
 
+def _pagoda_or_warning(record: logging.LogRecord) -> bool:
+    """Pagoda's own records (pagoda, pagoda_server, pagoda_<platform>) at every level, other
+    libraries' from WARNING up: httpx, for one, logs each request it makes at INFO."""
+    return record.levelno >= logging.WARNING or record.name.startswith("pagoda")
+
+
 def configure(level: int | str = logging.INFO) -> None:
     """Log to stderr at `level` in Pagoda's format (a no-op where logging is set up)."""
-    logging.basicConfig(level=level, format=LOG_FORMAT)
+    root = logging.getLogger()
+    if root.handlers:
+        return
+    handler = logging.StreamHandler()
+    handler.setFormatter(logging.Formatter(LOG_FORMAT))
+    handler.addFilter(_pagoda_or_warning)
+    root.addHandler(handler)
+    root.setLevel(level)

@@ -10,14 +10,16 @@ from pagoda_server.auth import APIKeyMiddleware
 from pagoda_server.errors import install_error_handlers
 from pagoda_server.handlers import anthropic, chat, completions, service, tokens
 from pagoda_server.metrics import ServerMetrics
-from pagoda_server.state import ServerConfig, ServerState
+from pagoda_server.state import ServerState
 
 
-def build_app(engine: AsyncLLM, config: ServerConfig) -> FastAPI:
+def build_app(engine: AsyncLLM, api_keys: list[str]) -> FastAPI:
+    """The app serving `engine` under its served model names; with `api_keys`, every
+    non-public route needs one of them."""
     app = FastAPI(title="Pagoda", version=pagoda_server.__version__)
-    app.state.pagoda = ServerState(engine, config, ServerMetrics(engine))
+    app.state.pagoda = ServerState(engine, ServerMetrics(engine))
     install_error_handlers(app)
-    app.add_middleware(APIKeyMiddleware, keys=config.api_keys)
+    app.add_middleware(APIKeyMiddleware, keys=api_keys)
     for module in (completions, chat, anthropic, tokens, service):
         app.include_router(module.router)
     return app

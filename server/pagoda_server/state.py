@@ -1,4 +1,4 @@
-"""What every handler needs: the engine, the server's settings and its metrics."""
+"""What every handler needs: the engine and the server's metrics."""
 
 from __future__ import annotations
 
@@ -13,24 +13,15 @@ from pagoda_server.metrics import ServerMetrics
 
 
 @dataclass
-class ServerConfig:
-    served_model_names: list[str]
-    """Names clients may use for the model; the first is the one responses report."""
-    api_keys: list[str] = field(default_factory=list)
-    """Empty: no authentication."""
-
-
-@dataclass
 class ServerState:
     engine: AsyncLLM
-    config: ServerConfig
     metrics: ServerMetrics
     created: int = field(default_factory=lambda: int(time.time()))
 
     def model_name(self, requested: str | None) -> str:
         """The served name a request asked for (the default when it named none); 404 for
         a model this server does not serve."""
-        names = self.config.served_model_names
+        names = self.engine.served_model_names
         if requested is None:
             return names[0]
         if requested not in names:

@@ -33,7 +33,7 @@ def greedy(max_tokens: int = NEW_TOKENS, **kw) -> SamplingParams:
 
 def _config(path, **kw) -> EngineConfig:
     return EngineConfig(model=ModelConfig(str(path), dtype="float32"),
-                        cache=CacheConfig(block_size=4, num_blocks_override=96), device="cpu",
+                        cache=CacheConfig(block_size=4, num_kv_blocks=96), device="cpu",
                         **kw)
 
 
@@ -314,8 +314,9 @@ def test_shutdown_fails_requests_in_flight(model_dir):
 
 
 def test_core_start_up_error_carries_its_traceback(model_dir):
-    with pytest.raises(EngineStartupError, match="(?s)no-such-device.*Traceback"):
-        AsyncLLM(EngineConfig(model=ModelConfig(str(model_dir)), device="no-such-device"))
+    with pytest.raises(EngineStartupError, match="(?s)no-such-backend.*Traceback"):
+        AsyncLLM(EngineConfig(model=ModelConfig(str(model_dir)), device="cpu",
+                              attention_backend="no-such-backend"))
 
 
 _ORPHAN_SCRIPT = """
@@ -323,7 +324,7 @@ import os, signal, sys
 from pagoda.config import CacheConfig, EngineConfig, ModelConfig
 from pagoda.frontend.async_llm import AsyncLLM
 engine = AsyncLLM(EngineConfig(model=ModelConfig(sys.argv[1], dtype="float32"),
-                               cache=CacheConfig(num_blocks_override=16), device="cpu"))
+                               cache=CacheConfig(num_kv_blocks=16), device="cpu"))
 print(engine.core_pid, flush=True)
 os.kill(os.getpid(), signal.SIGKILL)
 """

@@ -98,21 +98,21 @@ def test_engine_options_are_validated(options: dict, field: str) -> None:
     from pagoda.config import EngineConfig
 
     with pytest.raises(ValueError, match=field):
-        EngineConfig.from_options(**options)
+        EngineConfig.from_kwargs(**options)
 
 
 def test_cli_parses_graph_and_memory_options() -> None:
     import argparse
 
-    from pagoda.cli.engine_args import add_engine_arguments, engine_kwargs
+    from pagoda.cli.engine_args import add_engine_arguments, engine_config
 
     parser = argparse.ArgumentParser()
     add_engine_arguments(parser)
     args = parser.parse_args(["m", "--gpu-memory-utilization", "0.7", "--enforce-eager",
                               "--graph-batch-sizes", "1,2,8", "--no-async-scheduling"])
-    kwargs = engine_kwargs(args)
-    assert (kwargs["gpu_memory_utilization"], kwargs["enforce_eager"],
-            kwargs["graph_batch_sizes"], kwargs["async_scheduling"]) == (0.7, True, [1, 2, 8],
-                                                                        False)
+    config = engine_config(args)
+    assert (config.cache.gpu_memory_utilization, config.enforce_eager,
+            config.graph_batch_sizes, config.scheduler.async_scheduling) == (0.7, True,
+                                                                            [1, 2, 8], False)
     with pytest.raises(SystemExit):
         parser.parse_args(["m", "--graph-batch-sizes", "1,x"])

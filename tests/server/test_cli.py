@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -13,6 +14,9 @@ import httpx
 
 from tests.server.conftest import CHAT_TEMPLATE, MODEL
 from tests.server.openai_spec import validate
+
+LOG_LINE = re.compile(r"^(DEBUG|INFO|WARNING|ERROR|CRITICAL) \S+: ", re.MULTILINE)
+"""A line in Pagoda's log format (pagoda.logs.LOG_FORMAT)."""
 
 
 def pagoda(*args: str, stdin: str = "", timeout: float = 120) -> subprocess.CompletedProcess:
@@ -42,6 +46,8 @@ def test_chat_repl(server):
     assert result.returncode == 0, result.stderr
     assert f"Chatting with {MODEL}" in result.stdout
     assert first in result.stdout and second in result.stdout
+    # Only the conversation: no log lines (httpx logs each request at INFO) between turns.
+    assert not LOG_LINE.search(result.stdout + result.stderr), result.stderr
 
 
 def test_complete(server):

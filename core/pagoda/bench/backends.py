@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-import argparse
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
+from pagoda.bench.config import OfflineBenchConfig
 from pagoda.bench.dataset import BenchRequest
+from pagoda.config import EngineConfig
 
 
 @dataclass
@@ -27,12 +28,12 @@ class RunResult:
 class PagodaBackend:
     name = "pagoda"
 
-    def __init__(self, args: argparse.Namespace):
-        from pagoda.cli.engine_args import engine_kwargs
+    def __init__(self, engine: EngineConfig, bench: OfflineBenchConfig):
+        from pagoda.config.fields import flat_values
         from pagoda.entrypoints.llm import LLM
 
-        self.llm = LLM(**engine_kwargs(args))
-        self.temperature = args.temperature
+        self.llm = LLM(**flat_values(engine))
+        self.temperature = bench.temperature
         info = self.llm.engine.core.info
         self.description = (f"pagoda on {info['platform']} ({info['device']}), "
                             f"{info['dtype']}, attention {info['attention_backend']}, "
@@ -68,19 +69,19 @@ class HFBackend:
 
     name = "hf"
 
-    def __init__(self, args: argparse.Namespace):
+    def __init__(self, engine: EngineConfig, bench: OfflineBenchConfig):
         from transformers import AutoModelForCausalLM
 
         from pagoda.config.engine_config import parse_dtype
         from pagoda.model_source import resolve_model
         from pagoda.platforms import resolve_platform
 
-        platform = resolve_platform(args.device)
+        platform = resolve_platform(engine.device)
         self.device = platform.torch_device()
-        self.dtype = parse_dtype(args.dtype) or platform.default_dtype
-        source = resolve_model(args.model)
+        self.dtype = parse_dtype(engine.model.dtype) or platform.default_dtype
+        source = resolve_model(engine.model.model)
         self.config = source.hf_config()
-        if args.load_format == "dummy":
+        if engine.model.load_format == "dummy":
             with self.device:  # random init on the device: an 8B model takes minutes on a CPU
                 model = AutoModelForCausalLM.from_config(self.config, dtype=self.dtype)
         elif source.format == "gguf":
@@ -89,8 +90,8 @@ class HFBackend:
         else:
             model = AutoModelForCausalLM.from_pretrained(source.path, dtype=self.dtype)
         self.model = model.to(self.device).eval()
-        self.batch_size = args.hf_batch_size
-        self.temperature = args.temperature
+        self.batch_size = bench.hf_batch_size
+        self.temperature = bench.temperature
         self.description = (f"HF transformers generate on {self.device}, "
                             f"{str(self.dtype).removeprefix('torch.')}, "
                             f"batch {self.batch_size}")

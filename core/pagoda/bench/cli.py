@@ -3,42 +3,34 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import logging
 from typing import TYPE_CHECKING, Any
 
+from pagoda.bench.config import LatencyConfig, OfflineBenchConfig, ThroughputConfig
 from pagoda.bench.dataset import BenchRequest, random_requests
 from pagoda.bench.stats import summarize
-from pagoda.cli.engine_args import add_engine_arguments
+from pagoda.cli.dataclass_args import add_dataclass_arguments, dataclass_from_args
+from pagoda.cli.engine_args import add_engine_arguments, engine_config
+from pagoda.config.fields import flat_values
 
 if TYPE_CHECKING:
     from pagoda.bench.backends import RunResult
+    from pagoda.config import EngineConfig
 
-
-def _add_common(parser: argparse.ArgumentParser) -> None:
-    add_engine_arguments(parser)
-    b = parser.add_argument_group("benchmark")
-    b.add_argument("--backend", default="pagoda",
-                   help="comma-separated: pagoda, hf (e.g. pagoda,hf runs both in one run)")
-    b.add_argument("--input-len", type=int, default=128)
-    b.add_argument("--output-len", type=int, default=128)
-    b.add_argument("--range-ratio", type=float, default=0.0,
-                   help="lengths uniform in [len*(1-r), len*(1+r)]")
-    b.add_argument("--temperature", type=float, default=0.0, help="0 = greedy (default)")
-    b.add_argument("--hf-batch-size", type=int, default=16, help="static batch for --backend hf")
-    b.add_argument("--output-json", default=None, help="write results to this file")
+_BENCHMARKS: dict[str, tuple[type[OfflineBenchConfig], str]] = {
+    "throughput": (ThroughputConfig, "offline throughput of a batch of random prompts"),
+    "latency": (LatencyConfig, "latency of one batch, repeated"),
+}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="bench", metavar="BENCHMARK", required=True)
-    tp = sub.add_parser("throughput", help="offline throughput of a batch of random prompts")
-    _add_common(tp)
-    tp.add_argument("--num-prompts", type=int, default=100)
-    lat = sub.add_parser("latency", help="latency of one batch, repeated")
-    _add_common(lat)
-    lat.add_argument("--batch-size", type=int, default=8)
-    lat.add_argument("--num-iters", type=int, default=5)
-    lat.add_argument("--num-iters-warmup", type=int, default=1)
+    for name, (config, help) in _BENCHMARKS.items():
+        bench = sub.add_parser(name, help=help, description=help)
+        add_engine_arguments(bench)
+        add_dataclass_arguments(bench, config)
     _add_plugin_benchmarks(sub)
 
 
@@ -62,21 +54,21 @@ def _add_plugin_benchmarks(sub: Any) -> None:
         extra.set_defaults(_run=entry.spec.run)
 
 
-def _backends(args: argparse.Namespace) -> list[Any]:
+def _backends(engine: EngineConfig, bench: OfflineBenchConfig) -> list[Any]:
     from pagoda.bench.backends import BACKENDS  # torch and transformers: only when running
 
-    names = [n.strip() for n in args.backend.split(",") if n.strip()]
+    names = [n.strip() for n in bench.backend.split(",") if n.strip()]
     unknown = [n for n in names if n not in BACKENDS]
     if unknown or not names:
         raise SystemExit(f"--backend: unknown {unknown}; choose from {sorted(BACKENDS)}")
-    return [BACKENDS[n](args) for n in names]
+    return [BACKENDS[n](engine, bench) for n in names]
 
 
-def _workload(args: argparse.Namespace, backend: Any, count: int, seed: int,
+def _workload(bench: OfflineBenchConfig, backend: Any, count: int, seed: int,
               output_len: int | None = None) -> list[BenchRequest]:
     special = getattr(backend, "special_token_ids", frozenset({0, 1, 2}))
-    return random_requests(count, args.input_len, output_len or args.output_len,
-                           backend.vocab_size, args.range_ratio, seed, special)
+    return random_requests(count, bench.input_len, output_len or bench.output_len,
+                           backend.vocab_size, bench.range_ratio, seed, special)
 
 
 def _throughput_report(result: RunResult) -> dict[str, Any]:
@@ -105,9 +97,9 @@ def _print_throughput(name: str, description: str, report: dict[str, Any]) -> No
               f"p90 {lat['p90']:.3f}, p99 {lat['p99']:.3f}")
 
 
-def _run_throughput(args: argparse.Namespace, backends: list[Any]) -> dict[str, Any]:
+def _run_throughput(bench: ThroughputConfig, seed: int, backends: list[Any]) -> dict[str, Any]:
     results = {}
-    requests = _workload(args, backends[0], args.num_prompts, args.seed)
+    requests = _workload(bench, backends[0], bench.num_prompts, seed)
     for backend in backends:
         backend.run(requests[: min(2, len(requests))])  # warm-up
         report = _throughput_report(backend.run(requests))
@@ -117,30 +109,30 @@ def _run_throughput(args: argparse.Namespace, backends: list[Any]) -> dict[str, 
     return results
 
 
-def _latencies(args: argparse.Namespace, backend: Any,
+def _latencies(bench: LatencyConfig, seed: int, backend: Any,
                output_len: int | None = None) -> list[float]:
-    return [backend.run(_workload(args, backend, args.batch_size, args.seed + i,
-                                  output_len)).elapsed for i in range(args.num_iters)]
+    return [backend.run(_workload(bench, backend, bench.batch_size, seed + i,
+                                  output_len)).elapsed for i in range(bench.num_iters)]
 
 
-def _run_latency(args: argparse.Namespace, backends: list[Any]) -> dict[str, Any]:
+def _run_latency(bench: LatencyConfig, seed: int, backends: list[Any]) -> dict[str, Any]:
     """Each backend: the batch's latency, then the same prompts with one output token (the
     prefill), so the time per output token after the first comes out as their difference."""
     results = {}
     for backend in backends:
-        for i in range(args.num_iters_warmup):
-            backend.run(_workload(args, backend, args.batch_size, args.seed + 1000 + i))
-        whole = summarize(_latencies(args, backend))
+        for i in range(bench.num_iters_warmup):
+            backend.run(_workload(bench, backend, bench.batch_size, seed + 1000 + i))
+        whole = summarize(_latencies(bench, seed, backend))
         report = {"description": backend.description, "latency_s": whole,
-                  "batch_size": args.batch_size, "input_len": args.input_len,
-                  "output_len": args.output_len}
+                  "batch_size": bench.batch_size, "input_len": bench.input_len,
+                  "output_len": bench.output_len}
         print(f"== {backend.name}: {backend.description} ==")
-        print(f"Avg latency: {whole['mean']:.4f} s (batch {args.batch_size}, {args.input_len} "
-              f"in, {args.output_len} out); p50 {whole['p50']:.4f}, p90 {whole['p90']:.4f}, "
-              f"p99 {whole['p99']:.4f}")
-        if args.output_len > 1:
-            first = summarize(_latencies(args, backend, output_len=1))["mean"]
-            tpot = (whole["mean"] - first) / (args.output_len - 1)
+        print(f"Avg latency: {whole['mean']:.4f} s (batch {bench.batch_size}, "
+              f"{bench.input_len} in, {bench.output_len} out); p50 {whole['p50']:.4f}, "
+              f"p90 {whole['p90']:.4f}, p99 {whole['p99']:.4f}")
+        if bench.output_len > 1:
+            first = summarize(_latencies(bench, seed, backend, output_len=1))["mean"]
+            tpot = (whole["mean"] - first) / (bench.output_len - 1)
             report.update(first_token_latency_s=first, time_per_output_token_s=tpot)
             print(f"First token (the prefill): {first * 1e3:.2f} ms; time per output token "
                   f"after it: {tpot * 1e3:.3f} ms")
@@ -169,18 +161,21 @@ def _metric(report: dict[str, Any], key: str) -> float:
 
 
 def run(args: argparse.Namespace) -> int:
-    backends = _backends(args)
-    if args.bench == "throughput":
-        results = _run_throughput(args, backends)
+    engine = engine_config(args)
+    bench = dataclass_from_args(_BENCHMARKS[args.bench][0], args)
+    backends = _backends(engine, bench)
+    seed = engine.model.seed  # the workload's too
+    if isinstance(bench, ThroughputConfig):
+        results = _run_throughput(bench, seed, backends)
         ratios = _ratios(results, "output_tokens_per_s", higher_is_better=True)
     else:
-        results = _run_latency(args, backends)
+        results = _run_latency(bench, seed, backends)
         ratios = _ratios(results, "latency_s.mean", higher_is_better=False)
     for name, ratio in ratios.items():
         print(f"Speed-up {name}: {ratio:.2f}x")
-    if args.output_json:
-        with open(args.output_json, "w") as f:
-            json.dump({"benchmark": args.bench, "args": {k: v for k, v in vars(args).items()
-                                                         if not k.startswith("_")},
-                       "results": results, "speedup": ratios}, f, indent=2, default=str)
+    if bench.output_json:
+        options = {**flat_values(engine), **dataclasses.asdict(bench)}
+        with open(bench.output_json, "w") as f:
+            json.dump({"benchmark": args.bench, "args": options, "results": results,
+                       "speedup": ratios}, f, indent=2, default=str)
     return 0

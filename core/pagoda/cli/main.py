@@ -7,8 +7,9 @@ import logging
 import sys
 
 from pagoda import logs
+from pagoda.plugins.first_party import FIRST_PARTY_COMMANDS, missing_command_message
 from pagoda.plugins.lazy import load_target
-from pagoda.plugins.manager import get_registries, warn_about_failed_plugins
+from pagoda.plugins.manager import PluginRegistries, get_registries, warn_about_failed_plugins
 from pagoda.version import __version__
 
 logger = logging.getLogger("pagoda.cli")
@@ -38,10 +39,23 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _missing_command(argv: list[str], regs: PluginRegistries) -> str | None:
+    """The first-party command `argv` names ("serve", "bench serve") if no plugin added it."""
+    registered = {entry.spec.name for entry in regs.cli_commands}
+    for command in (" ".join(argv[:2]), " ".join(argv[:1])):
+        if command in FIRST_PARTY_COMMANDS and command not in registered:
+            return command
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
     logs.configure(logging.INFO)
     regs = get_registries()
     parser = build_parser()
+    argv = sys.argv[1:] if argv is None else argv
+    missing = _missing_command(argv, regs)
+    if missing:  # rather than argparse's "invalid choice"
+        parser.exit(2, f"pagoda: error: {missing_command_message(missing, regs)}\n")
     args = parser.parse_args(argv)
     if args.command != "plugins":  # `pagoda plugins` shows the failures itself
         warn_about_failed_plugins(regs)

@@ -1,80 +1,135 @@
-"""Engine configuration: what the user asked for, validated, before anything loads."""
+"""Engine configuration: what the user asked for, validated, before anything loads.
+
+Each leaf field is one option under its own name everywhere: `LLM(name=...)`,
+`EngineConfig.from_kwargs(name=...)` and `--name` on the command line; the docstring after
+it is its help text (pagoda.config.fields, pagoda.cli.dataclass_args).
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-import torch
+from pagoda.config.fields import check_choices, from_flat
 
-_DTYPES = {
-    "float32": torch.float32,
-    "float": torch.float32,
-    "fp32": torch.float32,
-    "bfloat16": torch.bfloat16,
-    "bf16": torch.bfloat16,
-    "float16": torch.float16,
-    "half": torch.float16,
-    "fp16": torch.float16,
+if TYPE_CHECKING:
+    import torch
+
+_DTYPE_ALIASES = {
+    "float32": "float32", "float": "float32", "fp32": "float32",
+    "bfloat16": "bfloat16", "bf16": "bfloat16",
+    "float16": "float16", "half": "float16", "fp16": "float16",
 }
-LOAD_FORMATS = ("auto", "safetensors", "gguf", "dummy")
+
+
+def dtype_name(dtype: str | torch.dtype) -> str:
+    """"auto", "float32", "bfloat16" or "float16" for a dtype option (a torch.dtype, or a
+    name or alias such as "bf16" or "half"); ValueError for anything else."""
+    name = dtype if isinstance(dtype, str) else str(dtype).removeprefix("torch.")
+    if name != "auto" and name not in _DTYPE_ALIASES:
+        raise ValueError(f"dtype must be auto or one of {sorted(_DTYPE_ALIASES)}, got {dtype!r}")
+    return _DTYPE_ALIASES.get(name, name)
 
 
 def parse_dtype(dtype: str | torch.dtype) -> torch.dtype | None:
     """A torch dtype, or None for "auto" (the platform decides)."""
+    import torch
+
     if isinstance(dtype, torch.dtype):
         return dtype
-    if dtype == "auto":
-        return None
-    if dtype not in _DTYPES:
-        raise ValueError(f"dtype must be auto or one of {sorted(_DTYPES)}, got {dtype!r}")
-    return _DTYPES[dtype]
+    name = dtype_name(dtype)
+    return None if name == "auto" else getattr(torch, name)
+
+
+def parse_bytes(text: str) -> int:
+    """"4GiB", "512MB", "1e9" or a plain number of bytes."""
+    units = {"k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12,
+             "ki": 2**10, "mi": 2**20, "gi": 2**30, "ti": 2**40}
+    s = text.strip().lower().removesuffix("b")
+    for suffix in sorted(units, key=len, reverse=True):
+        if s.endswith(suffix):
+            return int(float(s[: -len(suffix)]) * units[suffix])
+    return int(float(s))
+
+
+ByteSize = Annotated[int, parse_bytes]
+"""A number of bytes; on the command line also "2GiB", "512MB" or "1e9"."""
+
+
+def read_chat_template(template: str) -> str:
+    """Jinja text as given; anything without a "{" is the path of a file holding one."""
+    if "{" in template:
+        return template
+    try:
+        with open(template) as f:
+            return f.read()
+    except OSError as exc:
+        raise ValueError(f"chat_template {template!r} is neither a Jinja template nor a "
+                         f"readable file ({exc.strerror})") from None
 
 
 @dataclass
 class ModelConfig:
+    """The model, its tokenizer and how its weights load."""
+
     model: str | None = None
-    """HF directory, .gguf file, hub id or bundled name; None for the embedded default."""
+    """HF directory, .gguf file, hub id or bundled name; None: the embedded
+    SmolLM2-135M-Instruct."""
     tokenizer: str | None = None
-    dtype: str | torch.dtype = "auto"
-    load_format: str = "auto"
+    """Tokenizer directory or hub id, if not the model's."""
+    dtype: str = "auto"
+    """Weights and activations: auto (the platform's choice for the model), float32,
+    bfloat16 or float16 (in Python also a torch.dtype)."""
+    load_format: Literal["auto", "safetensors", "gguf", "dummy"] = "auto"
+    """How to read the weights; dummy: random weights of the model's shapes (benchmarks)."""
     max_model_len: int | None = None
+    """Longest prompt plus output, in tokens; None: the model's context length."""
     seed: int = 0
-    served_model_name: str | None = None
-    generation_config: str = "auto"
-    """"auto": defaults from the model's generation_config.json; "pagoda": ours only."""
+    """Random seed: sampling without a per-request seed, dummy weights, benchmark prompts."""
+    served_model_name: list[str] | None = None
+    """Names clients use for the model (in Python also one name); the first is the one
+    responses report. None: the model's name."""
+    generation_config: Literal["auto", "pagoda"] = "auto"
+    """auto: sampling defaults from the model's generation_config.json; pagoda: ours only."""
     chat_template: str | None = None
+    """A Jinja chat template, or a file holding one; None: the tokenizer's."""
     quantization: str | None = None
-    """Quantization method by name; None or "none": dense weights (GGUF ones dequantized);
-    "gguf" (CPU): Q4_0/Q4_1 GGUF weights stay 4-bit."""
+    """Quantization method by name; None or none: dense weights (GGUF ones dequantized);
+    gguf (CPU): Q4_0/Q4_1 GGUF weights stay 4-bit."""
 
     def __post_init__(self) -> None:
-        parse_dtype(self.dtype)
-        if self.load_format not in LOAD_FORMATS:
-            raise ValueError(f"load_format must be one of {LOAD_FORMATS}, got {self.load_format!r}")
+        check_choices(self)
+        self.dtype = dtype_name(self.dtype)
         if self.max_model_len is not None and self.max_model_len < 1:
             raise ValueError(f"max_model_len must be >= 1, got {self.max_model_len}")
-        if self.generation_config not in ("auto", "pagoda"):
-            raise ValueError(
-                f"generation_config must be 'auto' or 'pagoda', got {self.generation_config!r}"
-            )
+        if isinstance(self.served_model_name, str):
+            self.served_model_name = [self.served_model_name]
+        if self.chat_template is not None:
+            self.chat_template = read_chat_template(self.chat_template)
 
 
 @dataclass
 class CacheConfig:
+    """The paged KV cache: block size, how much memory, prefix caching."""
+
     block_size: int = 16
-    kv_cache_memory: int | None = None
-    """Bytes of KV cache; None: `memory_fraction` of the device's free memory, or the
+    """Tokens per KV cache block (a power of two)."""
+    kv_cache_memory: ByteSize | None = None
+    """KV cache size in bytes (e.g. 2GiB); None: memory_fraction of the free memory, or the
     platform's default when that is None too."""
     memory_fraction: float | None = None
-    """Fraction of the device's free memory (after loading) for the KV cache."""
+    """Fraction of the device's free memory (after loading) for the KV cache; None: the
+    platform's choice."""
     gpu_memory_utilization: float | None = None
     """Fraction of the device's total memory this engine may fill: weights, the largest
     step's activations (measured by a profiling pass), the KV cache; None: the platform's
     default (0.9 on GPUs)."""
-    kv_cache_dtype: str | torch.dtype = "auto"
+    kv_cache_dtype: str = "auto"
+    """KV cache dtype: auto (the model's dtype), float32, bfloat16 or float16."""
     enable_prefix_caching: bool = True
-    num_blocks_override: int | None = None
-    """Exact number of KV blocks (tests, benchmarks); overrides the memory settings."""
+    """Reuse the KV cache blocks of prompt prefixes seen before."""
+    num_kv_blocks: int | None = None
+    """Exact number of KV cache blocks (tests, benchmarks); overrides the memory settings."""
 
     def __post_init__(self) -> None:
         if self.block_size < 1 or self.block_size & (self.block_size - 1):
@@ -86,47 +141,59 @@ class CacheConfig:
         if self.gpu_memory_utilization is not None and not 0 < self.gpu_memory_utilization <= 1:
             raise ValueError(f"gpu_memory_utilization must be in (0, 1], got "
                              f"{self.gpu_memory_utilization}")
-        if self.num_blocks_override is not None and self.num_blocks_override < 1:
-            raise ValueError(f"num_blocks_override must be >= 1, got {self.num_blocks_override}")
-        parse_dtype(self.kv_cache_dtype)
+        if self.num_kv_blocks is not None and self.num_kv_blocks < 1:
+            raise ValueError(f"num_kv_blocks must be >= 1, got {self.num_kv_blocks}")
+        self.kv_cache_dtype = dtype_name(self.kv_cache_dtype)
 
 
 @dataclass
 class SchedulerConfig:
+    """What each step runs: the batch limits and the order of the waiting requests."""
+
     max_num_seqs: int = 256
+    """Most sequences in one step."""
     max_num_batched_tokens: int = 2048
-    policy: str = "fcfs"
-    """"fcfs" or "priority" (lower value first, then arrival)."""
+    """Most tokens in one step: the step's token budget."""
+    scheduling_policy: Literal["fcfs", "priority"] = "fcfs"
+    """fcfs: first come, first served; priority: lower priority value first, then
+    arrival."""
     enable_chunked_prefill: bool = True
+    """Split a prompt longer than the token budget across steps."""
     async_scheduling: bool | None = None
-    """Schedule step N+1 while step N runs; None: where the platform's device runs
-    asynchronously from the host."""
+    """Schedule step N+1 while the device runs step N; None: where the platform's device
+    runs asynchronously from the host."""
 
     def __post_init__(self) -> None:
+        check_choices(self)
         if self.max_num_seqs < 1:
             raise ValueError(f"max_num_seqs must be >= 1, got {self.max_num_seqs}")
         if self.max_num_batched_tokens < 1:
             raise ValueError(
                 f"max_num_batched_tokens must be >= 1, got {self.max_num_batched_tokens}"
             )
-        if self.policy not in ("fcfs", "priority"):
-            raise ValueError(f"policy must be 'fcfs' or 'priority', got {self.policy!r}")
 
 
 @dataclass
 class EngineConfig:
+    """Everything an engine needs to know before it loads; its leaf fields are the options
+    of `LLM(...)` and of the commands that build an engine."""
+
     model: ModelConfig = field(default_factory=ModelConfig)
     cache: CacheConfig = field(default_factory=CacheConfig)
     scheduler: SchedulerConfig = field(default_factory=SchedulerConfig)
     device: str | None = None
-    """Platform name, "auto" or None (PAGODA_DEVICE, else auto)."""
+    """Platform name or auto (the best usable one); None: PAGODA_DEVICE, else auto. Holds
+    the chosen platform's name once the config is built."""
     attention_backend: str | None = None
+    """Attention backend by name; None: the platform's best one for the model."""
     executor: str | None = None
+    """Executor by name (uniproc runs the worker in the engine-core process); None: the
+    platform's."""
     enforce_eager: bool = False
-    """Never replay device graphs (every step launches its kernels from Python)."""
+    """Launch every kernel from Python: no device graphs for decode steps."""
     graph_batch_sizes: list[int] | None = None
-    """Decode batch sizes captured as device graphs; None: 1, 2, 4, 8, ... up to
-    max_num_seqs. Only on platforms that support graph capture."""
+    """Decode batch sizes captured as device graphs (e.g. 1,2,4,8); None: 1, 2, 4, 8, ...
+    up to max_num_seqs. Only on platforms that support graph capture."""
 
     def __post_init__(self) -> None:
         if self.graph_batch_sizes is not None and (
@@ -134,50 +201,14 @@ class EngineConfig:
         ):
             raise ValueError(f"graph_batch_sizes must be positive integers, got "
                              f"{self.graph_batch_sizes}")
+        # Imported here: the platform package loads torch, the CLI parser must not.
+        from pagoda.platforms.selection import choose_device
+        from pagoda.plugins import get_registries
+
+        self.device = choose_device(self.device, get_registries())
 
     @classmethod
-    def from_options(
-        cls,
-        *,
-        model: str | None = None,
-        tokenizer: str | None = None,
-        device: str | None = None,
-        dtype: str | torch.dtype = "auto",
-        max_model_len: int | None = None,
-        max_num_seqs: int = 256,
-        max_num_batched_tokens: int = 2048,
-        block_size: int = 16,
-        kv_cache_memory: int | None = None,
-        memory_fraction: float | None = None,
-        gpu_memory_utilization: float | None = None,
-        num_kv_blocks: int | None = None,
-        kv_cache_dtype: str | torch.dtype = "auto",
-        enable_prefix_caching: bool = True,
-        enable_chunked_prefill: bool = True,
-        scheduling_policy: str = "fcfs",
-        async_scheduling: bool | None = None,
-        enforce_eager: bool = False,
-        graph_batch_sizes: list[int] | None = None,
-        attention_backend: str | None = None,
-        load_format: str = "auto",
-        seed: int = 0,
-        generation_config: str = "auto",
-        chat_template: str | None = None,
-        quantization: str | None = None,
-        served_model_name: str | None = None,
-    ) -> EngineConfig:
-        """The nested config from the flat options `LLM(...)` and the CLI share."""
-        return cls(
-            model=ModelConfig(model, tokenizer, dtype, load_format, max_model_len, seed,
-                              served_model_name, generation_config, chat_template,
-                              quantization),
-            cache=CacheConfig(block_size, kv_cache_memory, memory_fraction,
-                              gpu_memory_utilization, kv_cache_dtype, enable_prefix_caching,
-                              num_kv_blocks),
-            scheduler=SchedulerConfig(max_num_seqs, max_num_batched_tokens, scheduling_policy,
-                                      enable_chunked_prefill, async_scheduling),
-            device=device,
-            attention_backend=attention_backend,
-            enforce_eager=enforce_eager,
-            graph_batch_sizes=graph_batch_sizes,
-        )
+    def from_kwargs(cls, **kwargs: Any) -> EngineConfig:
+        """The config from flat options, one per leaf field (`max_num_seqs=64`,
+        `device="cpu"`, ...); TypeError for an unknown one, naming the closest."""
+        return from_flat(cls, kwargs)

@@ -45,7 +45,7 @@ class Scheduler:
 
     def _rank(self, request: Request) -> tuple[float, ...]:
         """Sort key: lower is served first (and preempted last)."""
-        if self.config.policy == "priority":
+        if self.config.scheduling_policy == "priority":
             return (request.priority, request.arrival_time)
         return (request.arrival_time,)
 

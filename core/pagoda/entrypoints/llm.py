@@ -25,9 +25,10 @@ class LLM:
 
     def __init__(self, model: str | None = None, **options: Any):
         """`model`: HF directory, .gguf file, hub id or bundled name (None: the embedded
-        default). `options`: the engine options of `EngineConfig.from_options` (device,
-        dtype, max_model_len, max_num_seqs, gpu_memory_utilization, enforce_eager, ...)."""
-        config = EngineConfig.from_options(model=model, **options)
+        default). `options`: any leaf field of EngineConfig by name (device, dtype,
+        max_model_len, max_num_seqs, gpu_memory_utilization, enforce_eager, ...: the
+        options `pagoda serve --help` lists); an unknown one is a TypeError."""
+        config = EngineConfig.from_kwargs(model=model, **options)
         self.engine = LLMEngine(config)
 
     def get_tokenizer(self) -> Any:

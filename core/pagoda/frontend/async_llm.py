@@ -96,7 +96,9 @@ class AsyncLLM:
         self.eos_token_id: int | None = self.frontend.eos_token_id
         self.generation_defaults: dict[str, Any] = self.frontend.generation_defaults
         self.vocab_size: int = self.frontend.vocab_size
-        self.model_name: str = config.model.served_model_name or self.frontend.source.name
+        self.served_model_names: list[str] = (config.model.served_model_name
+                                              or [self.frontend.source.name])
+        self.model_name: str = self.served_model_names[0]
         self._lock = threading.Lock()
         self._streams: dict[str, _Stream] = {}
         self._output_processor = OutputProcessor(self.tokenizer)

@@ -1,13 +1,15 @@
 """The first-party backends, as data: which distribution provides each, and how each
-stands on this machine (usable, installed but unusable and why, or not installed)."""
+stands on this machine (usable, installed but unusable and why, or not installed); and
+which distribution provides each first-party command that core itself lacks."""
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from importlib import metadata
 
 from pagoda.plugins.api_version import normalize_distribution
-from pagoda.plugins.manager import PluginRegistries
+from pagoda.plugins.manager import ALLOW_LIST_ENV, PluginRegistries
 
 
 @dataclass(frozen=True)
@@ -28,6 +30,33 @@ FIRST_PARTY_BACKENDS: tuple[KnownBackend, ...] = (
     KnownBackend("tpu", "pagoda-tpu", "Google TPUs", ("tpu",)),
     KnownBackend("gaudi", "pagoda-gaudi", "Intel Gaudi accelerators", ("gaudi", "hpu")),
 )
+
+
+FIRST_PARTY_COMMANDS: dict[str, str] = {
+    "serve": "pagoda-server",
+    "chat": "pagoda-server",
+    "complete": "pagoda-server",
+    "run-batch": "pagoda-server",
+    "bench serve": "pagoda-server",
+}
+"""`pagoda COMMAND` -> the distribution that adds it."""
+
+
+def missing_command_message(command: str, regs: PluginRegistries) -> str:
+    """Why first-party `command` is not there (its distribution not installed, its plugin
+    disabled or broken), and what to do."""
+    distribution = FIRST_PARTY_COMMANDS[command]
+    dist = normalize_distribution(distribution)
+    records = [r for r in regs.plugins if normalize_distribution(r.distribution) == dist]
+    for record in records:
+        if record.status == "disabled":
+            return (f"{command} comes with {distribution}, whose plugin {record.name!r} is "
+                    f"disabled by {ALLOW_LIST_ENV}={os.environ.get(ALLOW_LIST_ENV)}; add "
+                    f"{record.name} to {ALLOW_LIST_ENV} or unset it")
+        if not record.ok:
+            return (f"{command} comes with {distribution}, whose plugin {record.name!r} did "
+                    f"not load: {record.error}")
+    return f"{command} comes with {distribution}: pip install {distribution}"
 
 
 @dataclass(frozen=True)

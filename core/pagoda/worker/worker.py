@@ -116,8 +116,8 @@ class Worker(WorkerBase):
 
     def determine_num_kv_blocks(self) -> int:
         cache = self.config.cache
-        if cache.num_blocks_override is not None:
-            return cache.num_blocks_override
+        if cache.num_kv_blocks is not None:
+            return cache.num_kv_blocks
         per_block = self.kv_spec.block_bytes * self.num_layers
         if cache.kv_cache_memory is not None:
             budget = cache.kv_cache_memory

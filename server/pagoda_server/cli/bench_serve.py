@@ -18,36 +18,37 @@ import json
 import random
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import aiohttp
 
+from pagoda.bench.config import WorkloadConfig
 from pagoda.bench.dataset import BenchRequest, random_requests
 from pagoda.bench.stats import summarize
+from pagoda.cli.dataclass_args import add_dataclass_arguments, dataclass_from_args
 from pagoda_server import event_loop
-from pagoda_server.cli.client import (
-    ServerError,
-    add_client_arguments,
-    api_key,
-    auth_headers,
-    sse_payload,
-)
+from pagoda_server.cli.client import ClientConfig, ServerError, auth_headers, sse_payload
+
+
+@dataclass
+class ServingBenchConfig(WorkloadConfig):
+    """Random prompts sent to a running server."""
+
+    dataset: Literal["random"] = "random"
+    """Where the prompts come from."""
+    num_prompts: int = 100
+    """Number of requests."""
+    request_rate: float = float("inf")
+    """Requests per second, Poisson arrivals; inf: all at once."""
+    max_concurrency: int | None = None
+    """Most requests in flight at once; None: no limit."""
+    seed: int = 0
+    """Seed of the prompts and of the arrival times."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    add_client_arguments(parser)
-    g = parser.add_argument_group("workload")
-    g.add_argument("--dataset", default="random", choices=["random"])
-    g.add_argument("--num-prompts", type=int, default=100)
-    g.add_argument("--input-len", type=int, default=128)
-    g.add_argument("--output-len", type=int, default=128)
-    g.add_argument("--range-ratio", type=float, default=0.0,
-                   help="lengths uniform in [len*(1-r), len*(1+r)]")
-    g.add_argument("--request-rate", type=float, default=float("inf"),
-                   help="requests per second, Poisson arrivals (default: all at once)")
-    g.add_argument("--max-concurrency", type=int, default=None)
-    g.add_argument("--seed", type=int, default=0)
-    g.add_argument("--output-json", default=None, help="write the results to this file")
+    add_dataclass_arguments(parser, ClientConfig)
+    add_dataclass_arguments(parser, ServingBenchConfig)
 
 
 @dataclass
@@ -117,19 +118,20 @@ async def _model_card(session: aiohttp.ClientSession, model: str | None) -> dict
     return next((c for c in cards if c["id"] == model), cards[0]) if model else cards[0]
 
 
-async def _benchmark(args: argparse.Namespace) -> tuple[list[_Outcome], float, str]:
+async def _benchmark(server: ClientConfig,
+                     bench: ServingBenchConfig) -> tuple[list[_Outcome], float, str]:
     connector = aiohttp.TCPConnector(limit=0)  # no cap: --max-concurrency is the cap
     timeout = aiohttp.ClientTimeout(total=None, sock_connect=10.0)
-    async with aiohttp.ClientSession(args.url, headers=auth_headers(api_key(args.api_key)),
+    async with aiohttp.ClientSession(server.url, headers=auth_headers(server.key()),
                                      connector=connector, timeout=timeout) as session:
-        card = await _model_card(session, args.model)
+        card = await _model_card(session, server.model)
         if "vocab_size" not in card:
             raise SystemExit("the server's /v1/models does not report vocab_size; "
                              "random prompts need it")
-        requests = random_requests(args.num_prompts, args.input_len, args.output_len,
-                                   card["vocab_size"], args.range_ratio, args.seed)
-        gate = asyncio.Semaphore(args.max_concurrency or len(requests))
-        arrivals = random.Random(args.seed)
+        requests = random_requests(bench.num_prompts, bench.input_len, bench.output_len,
+                                   card["vocab_size"], bench.range_ratio, bench.seed)
+        gate = asyncio.Semaphore(bench.max_concurrency or len(requests))
+        arrivals = random.Random(bench.seed)
 
         async def one(request: BenchRequest) -> _Outcome:
             async with gate:
@@ -139,8 +141,8 @@ async def _benchmark(args: argparse.Namespace) -> tuple[list[_Outcome], float, s
         tasks = []
         for request in requests:
             tasks.append(asyncio.ensure_future(one(request)))
-            if args.request_rate != float("inf"):
-                await asyncio.sleep(arrivals.expovariate(args.request_rate))
+            if bench.request_rate != float("inf"):
+                await asyncio.sleep(arrivals.expovariate(bench.request_rate))
         outcomes = list(await asyncio.gather(*tasks))
         return outcomes, time.perf_counter() - start, card["id"]
 
@@ -150,13 +152,13 @@ def _ms(values: list[float]) -> dict[str, float]:
 
 
 def report(outcomes: list[_Outcome], duration: float, model: str,
-           args: argparse.Namespace) -> dict[str, Any]:
+           bench: ServingBenchConfig) -> dict[str, Any]:
     done = [o for o in outcomes if o.ok]
     prompt = sum(o.prompt_tokens for o in done)
     output = sum(o.output_tokens for o in done)
     return {
-        "model": model, "num_prompts": len(outcomes), "request_rate": args.request_rate,
-        "max_concurrency": args.max_concurrency, "duration_s": duration,
+        "model": model, "num_prompts": len(outcomes), "request_rate": bench.request_rate,
+        "max_concurrency": bench.max_concurrency, "duration_s": duration,
         "completed": len(done), "failed": len(outcomes) - len(done),
         "errors": sorted({o.error for o in outcomes if not o.ok})[:10],
         "total_input_tokens": prompt, "total_output_tokens": output,
@@ -190,15 +192,17 @@ def _print(r: dict[str, Any]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    server = dataclass_from_args(ClientConfig, args)
+    bench = dataclass_from_args(ServingBenchConfig, args)
     try:
-        outcomes, duration, model = event_loop.run(_benchmark(args))
+        outcomes, duration, model = event_loop.run(_benchmark(server, bench))
     except aiohttp.ClientError as exc:
-        raise SystemExit(f"cannot reach the server at {args.url}: {exc}") from None
-    result = report(outcomes, duration, model, args)
+        raise SystemExit(f"cannot reach the server at {server.url}: {exc}") from None
+    result = report(outcomes, duration, model, bench)
     # The load generator's own CPU time: near `duration_s`, the client limited the run.
     result["client_cpu_s"] = time.process_time()
     _print(result)
-    if args.output_json:
-        with open(args.output_json, "w") as f:
+    if bench.output_json:
+        with open(bench.output_json, "w") as f:
             json.dump(result, f, indent=2)
     return 0 if result["failed"] == 0 else 1

@@ -4,20 +4,32 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import dataclass
 from typing import Any
 
 import httpx
 
-from pagoda_server.cli.client import ServerClient, ServerError, add_client_arguments, connect
+from pagoda.cli.dataclass_args import add_dataclass_arguments, dataclass_from_args
+from pagoda_server.cli.client import ClientConfig, ServerClient, ServerError, connect
 
 HELP = "Type a message; /reset starts over, /exit (or Ctrl-D) quits, Ctrl-C stops an answer."
 
 
+@dataclass
+class ChatConfig:
+    """The conversation."""
+
+    system: str | None = None
+    """System prompt."""
+    max_tokens: int | None = None
+    """Most tokens per answer; None: the server's limit."""
+    temperature: float | None = None
+    """Sampling temperature; None: the model's default."""
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    add_client_arguments(parser)
-    parser.add_argument("--system", default=None, help="system prompt")
-    parser.add_argument("--max-tokens", type=int, default=None)
-    parser.add_argument("--temperature", type=float, default=None)
+    add_dataclass_arguments(parser, ClientConfig)
+    add_dataclass_arguments(parser, ChatConfig)
 
 
 def _answer(client: ServerClient, body: dict[str, Any]) -> str:
@@ -36,12 +48,13 @@ def _answer(client: ServerClient, body: dict[str, Any]) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    client, model = connect(args)
-    start = [{"role": "system", "content": args.system}] if args.system else []
+    server, chat = dataclass_from_args(ClientConfig, args), dataclass_from_args(ChatConfig, args)
+    client, model = connect(server)
+    start = [{"role": "system", "content": chat.system}] if chat.system else []
     messages = list(start)
-    options = {k: v for k, v in (("max_tokens", args.max_tokens),
-                                 ("temperature", args.temperature)) if v is not None}
-    print(f"Chatting with {model} at {args.url}. {HELP}", flush=True)
+    options = {k: v for k, v in (("max_tokens", chat.max_tokens),
+                                 ("temperature", chat.temperature)) if v is not None}
+    print(f"Chatting with {model} at {server.url}. {HELP}", flush=True)
     while True:
         try:
             line = input("> ").strip()

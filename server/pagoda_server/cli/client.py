@@ -2,34 +2,37 @@
 
 from __future__ import annotations
 
-import argparse
 import json
-import os
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import httpx
 
-API_KEY_ENV = "PAGODA_API_KEY"
-DEFAULT_URL = "http://localhost:8000"
+from pagoda_server.config import env_api_keys
+
+
+@dataclass
+class ClientConfig:
+    """The server to talk to."""
+
+    url: str = "http://localhost:8000"
+    """The server's URL."""
+    api_key: str | None = None
+    """API key; None: the first of PAGODA_API_KEY."""
+    model: str | None = None
+    """Model name; None: the first the server serves."""
+
+    def key(self) -> str | None:
+        """`api_key`, or the first of PAGODA_API_KEY."""
+        if self.api_key:
+            return self.api_key
+        keys = env_api_keys()
+        return keys[0] if keys else None
 
 
 class ServerError(RuntimeError):
     """The server answered with an error; the message is the server's."""
-
-
-def add_client_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--url", default=DEFAULT_URL, help=f"server URL (default {DEFAULT_URL})")
-    parser.add_argument("--api-key", default=None,
-                        help=f"API key (default: the first of {API_KEY_ENV})")
-    parser.add_argument("--model", default=None, help="model name (default: the server's)")
-
-
-def api_key(given: str | None) -> str | None:
-    if given:
-        return given
-    keys = [k.strip() for k in os.environ.get(API_KEY_ENV, "").split(",") if k.strip()]
-    return keys[0] if keys else None
 
 
 def auth_headers(key: str | None) -> dict[str, str]:
@@ -83,12 +86,13 @@ class ServerClient:
                     yield payload
 
 
-def connect(args: argparse.Namespace) -> tuple[ServerClient, str]:
-    """A client for `--url` and the model to ask for; exits with a message if unreachable."""
-    client = ServerClient(args.url, api_key(args.api_key))
+def connect(config: ClientConfig) -> tuple[ServerClient, str]:
+    """A client for the server and the model to ask for; exits with a message if
+    unreachable."""
+    client = ServerClient(config.url, config.key())
     try:
-        return client, client.model(args.model)
+        return client, client.model(config.model)
     except httpx.HTTPError as exc:
-        raise SystemExit(f"cannot reach the server at {args.url}: {exc}") from None
+        raise SystemExit(f"cannot reach the server at {config.url}: {exc}") from None
     except ServerError as exc:
-        raise SystemExit(f"the server at {args.url} refused: {exc}") from None
+        raise SystemExit(f"the server at {config.url} refused: {exc}") from None

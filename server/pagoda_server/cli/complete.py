@@ -4,25 +4,38 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import dataclass
 
 import httpx
 
-from pagoda_server.cli.client import ServerError, add_client_arguments, connect
+from pagoda.cli.dataclass_args import add_dataclass_arguments, dataclass_from_args
+from pagoda_server.cli.client import ClientConfig, ServerError, connect
+
+
+@dataclass
+class CompleteConfig:
+    """The completion."""
+
+    prompt: str | None = None
+    """The prompt; None: read from stdin."""
+    max_tokens: int = 128
+    """Most tokens to generate."""
+    temperature: float | None = None
+    """Sampling temperature; None: the model's default."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("prompt", nargs="?", default=None, help="the prompt (default: stdin)")
-    add_client_arguments(parser)
-    parser.add_argument("--max-tokens", type=int, default=128)
-    parser.add_argument("--temperature", type=float, default=None)
+    add_dataclass_arguments(parser, CompleteConfig, positional=("prompt",))
+    add_dataclass_arguments(parser, ClientConfig)
 
 
 def run(args: argparse.Namespace) -> int:
-    prompt = args.prompt if args.prompt is not None else sys.stdin.read()
-    client, model = connect(args)
-    body = {"model": model, "prompt": prompt, "max_tokens": args.max_tokens}
-    if args.temperature is not None:
-        body["temperature"] = args.temperature
+    complete = dataclass_from_args(CompleteConfig, args)
+    prompt = complete.prompt if complete.prompt is not None else sys.stdin.read()
+    client, model = connect(dataclass_from_args(ClientConfig, args))
+    body = {"model": model, "prompt": prompt, "max_tokens": complete.max_tokens}
+    if complete.temperature is not None:
+        body["temperature"] = complete.temperature
     try:
         for chunk in client.stream("/v1/completions", body):
             for choice in chunk["choices"]:

@@ -11,26 +11,37 @@ import argparse
 import asyncio
 import json
 import uuid
-from typing import Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 import httpx
 from pydantic import ValidationError
 from tqdm.auto import tqdm
 
-from pagoda.cli.engine_args import add_engine_arguments
+from pagoda.cli.dataclass_args import add_dataclass_arguments, dataclass_from_args
+from pagoda.cli.engine_args import add_engine_arguments, engine_config
 from pagoda_server import event_loop
 from pagoda_server.protocol.batch import BatchLine
+
+if TYPE_CHECKING:
+    from pagoda.config import EngineConfig
+
+
+@dataclass
+class RunBatchConfig:
+    """The batch: where its requests come from and where their results go."""
+
+    input_file: str = field(metadata={"short": "-i"})
+    """OpenAI batch input (JSONL): one request a line."""
+    output_file: str = field(metadata={"short": "-o"})
+    """Where to write the results (JSONL)."""
+    max_concurrency: int | None = None
+    """Requests in flight at once; None: max_num_seqs."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_engine_arguments(parser)
-    g = parser.add_argument_group("batch")
-    g.add_argument("-i", "--input-file", required=True, help="OpenAI batch input (JSONL)")
-    g.add_argument("-o", "--output-file", required=True, help="where to write the results")
-    g.add_argument("--served-model-name", action="append", default=[],
-                   help="a model name the batch's bodies may use (repeatable)")
-    g.add_argument("--max-concurrency", type=int, default=None,
-                   help="requests in flight at once (default: --max-num-seqs)")
+    add_dataclass_arguments(parser, RunBatchConfig)
 
 
 def _result(custom_id: str | None, response: dict[str, Any] | None = None,
@@ -63,18 +74,16 @@ async def _execute(client: httpx.AsyncClient, number: int, text: str) -> dict[st
                                     "body": response.json()})
 
 
-async def _run(args: argparse.Namespace, lines: list[tuple[int, str]]) -> list[dict[str, Any]]:
+async def _run(config: EngineConfig, batch: RunBatchConfig,
+               lines: list[tuple[int, str]]) -> list[dict[str, Any]]:
     # The engine and the app load torch: only when running, not for --help.
     from pagoda.frontend.async_llm import AsyncLLM
     from pagoda_server.app import build_app
-    from pagoda_server.cli.engine_setup import engine_config
-    from pagoda_server.state import ServerConfig
 
-    names = args.served_model_name
-    engine = AsyncLLM(engine_config(args, names[0] if names else None))
+    engine = AsyncLLM(config)
     try:
-        app = build_app(engine, ServerConfig(names or [engine.model_name]))
-        limit = asyncio.Semaphore(args.max_concurrency or args.max_num_seqs)
+        app = build_app(engine, api_keys=[])
+        limit = asyncio.Semaphore(batch.max_concurrency or config.scheduler.max_num_seqs)
         bar = tqdm(total=len(lines), desc="Running batch", unit="req")
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url="http://pagoda",
@@ -92,13 +101,14 @@ async def _run(args: argparse.Namespace, lines: list[tuple[int, str]]) -> list[d
 
 
 def run(args: argparse.Namespace) -> int:
-    with open(args.input_file) as f:
+    config, batch = engine_config(args), dataclass_from_args(RunBatchConfig, args)
+    with open(batch.input_file) as f:
         lines = [(n, t) for n, t in enumerate(f, start=1) if t.strip()]
-    results = event_loop.run(_run(args, lines))
-    with open(args.output_file, "w") as f:
+    results = event_loop.run(_run(config, batch, lines))
+    with open(batch.output_file, "w") as f:
         for result in results:
             f.write(json.dumps(result, ensure_ascii=False) + "\n")
     failed = sum(1 for r in results if r["error"] or r["response"]["status_code"] != 200)
     print(f"{len(results) - failed} of {len(results)} requests succeeded; "
-          f"results in {args.output_file}")
+          f"results in {batch.output_file}")
     return 0

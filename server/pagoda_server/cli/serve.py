@@ -6,38 +6,22 @@ import argparse
 import contextlib
 import gc
 import logging
-import os
 from typing import TYPE_CHECKING
 
-from pagoda.cli.engine_args import add_engine_arguments
+from pagoda.cli.dataclass_args import add_dataclass_arguments, dataclass_from_args
+from pagoda.cli.engine_args import add_engine_arguments, engine_config
 from pagoda.plugins import get_registries
 from pagoda_server import __version__, event_loop
+from pagoda_server.config import ServerConfig
 
 if TYPE_CHECKING:  # the engine and the app load torch: only when serving, not for --help
+    from pagoda.config import EngineConfig
     from pagoda.frontend.async_llm import AsyncLLM
-    from pagoda_server.state import ServerConfig
-
-API_KEY_ENV = "PAGODA_API_KEY"
-LOG_LEVELS = ("critical", "error", "warning", "info", "debug")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_engine_arguments(parser)
-    g = parser.add_argument_group("server")
-    g.add_argument("--host", default="localhost", help="address to listen on")
-    g.add_argument("--port", type=int, default=8000)
-    g.add_argument("--api-key", action="append", default=[],
-                   help=f"require this API key (repeatable; also {API_KEY_ENV}, "
-                        "comma-separated)")
-    g.add_argument("--served-model-name", action="append", default=[],
-                   help="a name clients use for the model (repeatable; the first is "
-                        "reported; default: the model's name)")
-    g.add_argument("--log-level", default="info", choices=LOG_LEVELS)
-
-
-def api_keys(args: argparse.Namespace) -> list[str]:
-    from_env = os.environ.get(API_KEY_ENV, "").split(",")
-    return [k.strip() for k in [*args.api_key, *from_env] if k.strip()]
+    add_dataclass_arguments(parser, ServerConfig)
 
 
 def _plugin_of(platform: str) -> str:
@@ -46,17 +30,17 @@ def _plugin_of(platform: str) -> str:
     return f"{record.distribution} {record.version}"
 
 
-def _print_banner(engine: AsyncLLM, config: ServerConfig, url: str) -> None:
+def _print_banner(engine: AsyncLLM, api_keys: list[str], url: str) -> None:
     info = engine.info
     lines = [
         f"Pagoda server {__version__}",
         f"  model:      {engine.frontend.source.name} "
-        f"(served as {', '.join(config.served_model_names)})",
+        f"(served as {', '.join(engine.served_model_names)})",
         f"  plugin:     {_plugin_of(info['platform'])}",
         f"  device:     {info['platform']} ({info.get('device', '?')})",
         f"  attention:  {info['attention_backend']}, dtype {info.get('dtype', '?')}",
         f"  KV cache:   {info['kv_cache_tokens']} tokens; max_model_len {engine.max_model_len}",
-        f"  API keys:   {'required' if config.api_keys else 'none'}",
+        f"  API keys:   {'required' if api_keys else 'none'}",
         f"  listening:  {url}",
     ]
     print("\n".join(lines), flush=True)
@@ -68,36 +52,33 @@ def _url(host: str, port: int) -> str:
     return f"http://{host}:{port}"
 
 
-async def _serve(args: argparse.Namespace) -> None:
+async def _serve(config: EngineConfig, server: ServerConfig) -> None:
     import uvicorn
 
     from pagoda.frontend.async_llm import AsyncLLM
     from pagoda_server.app import build_app
-    from pagoda_server.cli.engine_setup import engine_config
-    from pagoda_server.state import ServerConfig
 
-    names = args.served_model_name
-    engine = AsyncLLM(engine_config(args, names[0] if names else None))
+    engine = AsyncLLM(config)
     try:
-        config = ServerConfig(names or [engine.model_name], api_keys(args))
-        app = build_app(engine, config)
-        _print_banner(engine, config, _url(args.host, args.port))
+        api_keys = server.accepted_api_keys()
+        app = build_app(engine, api_keys)
+        _print_banner(engine, api_keys, _url(server.host, server.port))
         # What start-up made (tokenizer, app, imports) is never scanned again, and young
         # collections run every 50k allocations instead of 700: a thousand streams make
         # short-lived objects by the million, and the collector was a tenth of their cost.
         gc.collect()
         gc.freeze()
         gc.set_threshold(50_000, 20, 10)
-        server = uvicorn.Server(uvicorn.Config(app, host=args.host, port=args.port,
-                                               log_level=args.log_level,
-                                               timeout_graceful_shutdown=5))
-        await server.serve()
+        await uvicorn.Server(uvicorn.Config(app, host=server.host, port=server.port,
+                                            log_level=server.log_level,
+                                            timeout_graceful_shutdown=5)).serve()
     finally:
         engine.shutdown()
 
 
 def run(args: argparse.Namespace) -> int:
-    logging.getLogger().setLevel(args.log_level.upper())
+    config, server = engine_config(args), dataclass_from_args(ServerConfig, args)
+    logging.getLogger().setLevel(server.log_level.upper())
     with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C: uvicorn has shut down cleanly
-        event_loop.run(_serve(args))
+        event_loop.run(_serve(config, server))
     return 0

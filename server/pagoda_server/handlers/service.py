@@ -26,7 +26,7 @@ def _card(state: ServerState, name: str) -> dict[str, Any]:
 async def list_models(request: Request) -> Response:
     state = server_state(request)
     return JSONResponse({"object": "list", "data": [
-        _card(state, name) for name in state.config.served_model_names]})
+        _card(state, name) for name in state.engine.served_model_names]})
 
 
 @router.get("/v1/models/{model:path}")

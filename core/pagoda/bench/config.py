@@ -1,0 +1,51 @@
+"""The options of `pagoda bench`: a random workload, and what each benchmark adds to it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass
+class WorkloadConfig:
+    """Random prompts of token ids, each generating a set number of tokens."""
+
+    input_len: int = 128
+    """Prompt length in tokens."""
+    output_len: int = 128
+    """Tokens each request generates (end of sequence ignored)."""
+    range_ratio: float = 0.0
+    """Lengths uniform in [len*(1-r), len*(1+r)]."""
+    output_json: str | None = None
+    """Write the results to this file."""
+
+
+@dataclass
+class OfflineBenchConfig(WorkloadConfig):
+    """A workload run in this process by one or more backends, side by side."""
+
+    backend: str = "pagoda"
+    """Comma-separated: pagoda, hf (pagoda,hf runs both in one run)."""
+    temperature: float = 0.0
+    """Sampling temperature; 0: greedy."""
+    hf_batch_size: int = 16
+    """Static batch size of the hf backend."""
+
+
+@dataclass
+class ThroughputConfig(OfflineBenchConfig):
+    """`pagoda bench throughput`: one batch of prompts, all submitted at once."""
+
+    num_prompts: int = 100
+    """Number of prompts."""
+
+
+@dataclass
+class LatencyConfig(OfflineBenchConfig):
+    """`pagoda bench latency`: one batch, timed end to end, repeated."""
+
+    batch_size: int = 8
+    """Prompts in the batch."""
+    num_iters: int = 5
+    """Timed runs."""
+    num_iters_warmup: int = 1
+    """Untimed runs first."""

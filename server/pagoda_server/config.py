@@ -1,0 +1,33 @@
+"""The options of `pagoda serve` beyond the engine's: where it listens, who may call it."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Literal
+
+API_KEY_ENV = "PAGODA_API_KEY"
+
+
+def env_api_keys() -> list[str]:
+    """The comma-separated keys of PAGODA_API_KEY."""
+    return [k.strip() for k in os.environ.get(API_KEY_ENV, "").split(",") if k.strip()]
+
+
+@dataclass
+class ServerConfig:
+    """The HTTP server."""
+
+    host: str = "localhost"
+    """Address to listen on (0.0.0.0: every interface)."""
+    port: int = 8000
+    """Port to listen on."""
+    api_key: list[str] = field(default_factory=list)
+    """API keys a request must present one of; PAGODA_API_KEY adds its comma-separated
+    keys. None at all: no authentication."""
+    log_level: Literal["critical", "error", "warning", "info", "debug"] = "info"
+    """The least severe log messages shown."""
+
+    def accepted_api_keys(self) -> list[str]:
+        """`api_key` and those of PAGODA_API_KEY."""
+        return [*(k.strip() for k in self.api_key if k.strip()), *env_api_keys()]
