@@ -263,7 +263,8 @@ def profile(out: Path, llama: Path, qwen: Path) -> list[dict]:
                                         ("P-D", qwen, "256", "562")):
         run([sys.executable, str(ROOT / "ci" / "profile_step.py"), str(model), "--device",
              "cuda", "--load-format", "dummy", "--dtype", "bfloat16", "--num-seqs", seqs,
-             "--input-len", input_len, "--steps", "20"], out / f"{tag}.log")
+             "--max-num-seqs", seqs, "--input-len", input_len, "--steps", "20"],
+            out / f"{tag}.log")
     return []
 
 

@@ -2,6 +2,9 @@
 
     python ci/profile_step.py MODEL_DIR --device cuda --load-format dummy --num-seqs 256
 
+Engine options are `pagoda serve`'s (`--max-num-batched-tokens` defaults to 8192 here);
+`--max-num-seqs` must hold `--num-seqs`.
+
 Adds `--num-seqs` requests of `--input-len` random tokens and steps until every request is
 decoding, timing each prefill step and profiling the second (the first may still compile);
 then times `--steps` decode steps (synchronising the device), profiles a few with
@@ -16,27 +19,29 @@ import time
 
 from torch.profiler import ProfilerActivity, profile
 
-from pagoda import LLM, SamplingParams
+from pagoda import SamplingParams
+from pagoda.cli.dataclass_args import dataclass_from_args
+from pagoda.cli.engine_args import add_engine_arguments
+from pagoda.config import EngineConfig
+from pagoda.frontend.llm_engine import LLMEngine
+from pagoda.platforms import resolve_platform
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("model")
-    parser.add_argument("--device", default=None)
-    parser.add_argument("--dtype", default="auto")
-    parser.add_argument("--load-format", default="auto")
+    add_engine_arguments(parser)
+    parser.set_defaults(max_num_batched_tokens=8192)
     parser.add_argument("--num-seqs", type=int, default=64)
     parser.add_argument("--input-len", type=int, default=128)
     parser.add_argument("--steps", type=int, default=20)
-    parser.add_argument("--max-num-batched-tokens", type=int, default=8192)
     parser.add_argument("--rows", type=int, default=25)
     args = parser.parse_args()
+    if args.num_seqs > args.max_num_seqs:
+        parser.error(f"--num-seqs {args.num_seqs} needs --max-num-seqs >= {args.num_seqs}")
 
-    llm = LLM(args.model, device=args.device, dtype=args.dtype, load_format=args.load_format,
-              max_num_seqs=max(args.num_seqs, 1),
-              max_num_batched_tokens=args.max_num_batched_tokens)
-    engine = llm.engine
-    platform = engine.core.executor.worker.platform
+    config = dataclass_from_args(EngineConfig, args)
+    engine = LLMEngine(config)
+    platform = resolve_platform(config.device)
     rng = random.Random(0)
     params = SamplingParams(temperature=0.0, max_tokens=args.steps * 3 + 10, ignore_eos=True,
                             detokenize=False)

@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pagoda.config.fields import check_choices, from_flat
+from pagoda.platforms.selection import choose_device
+from pagoda.plugins import get_registries
 
 if TYPE_CHECKING:
     import torch
@@ -201,10 +203,6 @@ class EngineConfig:
         ):
             raise ValueError(f"graph_batch_sizes must be positive integers, got "
                              f"{self.graph_batch_sizes}")
-        # Imported here: the platform package loads torch, the CLI parser must not.
-        from pagoda.platforms.selection import choose_device
-        from pagoda.plugins import get_registries
-
         self.device = choose_device(self.device, get_registries())
 
     @classmethod

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
 
-from pagoda.platforms.platform import Platform
 from pagoda.plugins.first_party import package_for
 from pagoda.plugins.manager import ALLOW_LIST_ENV, PluginRegistries, get_registries
+
+if TYPE_CHECKING:
+    from pagoda.platforms.platform import Platform
 
 DEVICE_ENV = "PAGODA_DEVICE"
 
@@ -61,6 +64,8 @@ def _not_installed_message(name: str, regs: PluginRegistries) -> str:
 def resolve_platform(requested: str | None = None) -> Platform:
     """The Platform for `requested` (a name, "auto" or None), built once per process by
     the owning plugin's factory: every part of the process shares the one object."""
+    from pagoda.platforms.platform import Platform  # torch: only once a device is used
+
     regs = get_registries()
     name = choose_device(requested, regs)
     platform = regs.platforms.get(name)
