@@ -5,7 +5,7 @@ from __future__ import annotations
 from pagoda.plugins import CliCommandSpec, PluginInfo, hookimpl
 from pagoda_server import __version__
 
-TARGET_PLUGIN_API = 2
+TARGET_PLUGIN_API = 3
 _CLI = "pagoda_server.cli"
 
 

@@ -11,7 +11,13 @@ import pytest
 
 from pagoda.cli.dataclass_args import dataclass_from_args
 from pagoda.cli.main import build_parser, main
-from pagoda.config import CacheConfig, EngineConfig, ModelConfig, SchedulerConfig
+from pagoda.config import (
+    CacheConfig,
+    EngineConfig,
+    ModelConfig,
+    ParallelConfig,
+    SchedulerConfig,
+)
 from pagoda.config.fields import field_docs, flat_fields, flat_values, from_flat
 from pagoda.platforms.selection import DeviceError
 
@@ -44,9 +50,10 @@ NON_DEFAULTS: dict[str, tuple[object, list[str]]] = {
     "scheduling_policy": ("priority", ["--scheduling-policy", "priority"]),
     "enable_chunked_prefill": (False, ["--no-enable-chunked-prefill"]),
     "async_scheduling": (False, ["--no-async-scheduling"]),
+    "tensor_parallel_size": (2, ["--tensor-parallel-size", "2"]),
     "device": ("template", ["--device", "template"]),
     "attention_backend": ("reference", ["--attention-backend", "reference"]),
-    "executor": ("uniproc", ["--executor", "uniproc"]),
+    "executor": ("mp", ["--executor", "mp"]),
     "enforce_eager": (True, ["--enforce-eager"]),
     "graph_batch_sizes": ([1, 2, 8], ["--graph-batch-sizes", "1,2,8"]),
 }
@@ -61,10 +68,10 @@ ENGINE_COMMANDS = {
 
 
 def test_every_field_has_a_unique_flat_name_and_a_non_default_here() -> None:
-    sections = (ModelConfig, CacheConfig, SchedulerConfig)
+    sections = (ModelConfig, CacheConfig, SchedulerConfig, ParallelConfig)
     leaves = [f.name for c in sections for f in dataclasses.fields(c)] + [
-        f.name for f in dataclasses.fields(EngineConfig) if f.name not in ("model", "cache",
-                                                                            "scheduler")]
+        f.name for f in dataclasses.fields(EngineConfig)
+        if f.name not in ("model", "cache", "scheduler", "parallel")]
     assert len(set(leaves)) == len(leaves) == len(flat_fields(EngineConfig))
     assert list(NON_DEFAULTS) == list(flat_fields(EngineConfig))
     defaults = flat_values(EngineConfig())

@@ -12,7 +12,7 @@ from gguf import GGMLQuantizationType as T
 from gguf.quants import quantize
 
 from pagoda.gguf.int4 import int4_weight
-from pagoda.models.layers.linear import Linear, QKVLinear
+from pagoda.models.layers.linear import Linear, QKVParallelLinear
 from pagoda.quant import Int4Weight
 
 pytest.importorskip("pagoda_cpu")
@@ -38,7 +38,7 @@ def assert_close_bf16(y: torch.Tensor, ref: torch.Tensor) -> None:
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 @pytest.mark.parametrize("tokens", [1, 7])
 def test_packed_qkv_matches_dense(qtype, dtype, tokens):
-    layer = QKVLinear(64, 16, 4, 2, bias=True, dtype=dtype, quant_method=GGUFInt4Method())
+    layer = QKVParallelLinear(64, 16, 4, 2, bias=True, dtype=dtype, quant_method=GGUFInt4Method())
     shards = {"q_proj": q4(64, 64, qtype, 1), "k_proj": q4(32, 64, qtype, 2),
               "v_proj": q4(32, 64, qtype, 3)}
     with torch.no_grad():
@@ -53,7 +53,7 @@ def test_packed_qkv_matches_dense(qtype, dtype, tokens):
 
 
 def test_a_shard_that_is_not_q4_makes_the_layer_dense():
-    layer = QKVLinear(64, 16, 4, 2, dtype=torch.float32, quant_method=GGUFInt4Method())
+    layer = QKVParallelLinear(64, 16, 4, 2, dtype=torch.float32, quant_method=GGUFInt4Method())
     q, v = q4(64, 64, T.Q4_1, 1), q4(32, 64, T.Q4_0, 3)
     k = torch.randn(32, 64)  # e.g. a Q8_0 tensor, dequantized by the reader
     with torch.no_grad():

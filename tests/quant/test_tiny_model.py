@@ -9,7 +9,7 @@ import torch
 from gguf import GGMLQuantizationType as T
 
 from pagoda.model_source import ModelSource
-from pagoda.models.layers.linear import Linear, QKVLinear
+from pagoda.models.layers.linear import Linear, QKVParallelLinear
 from pagoda.ops import OpTable, use_ops
 from pagoda.worker.model_loading import build_model
 from tests.models.model_harness import PagedBatch
@@ -48,7 +48,7 @@ def test_packed_model_logits_close_to_dequantized(write_tiny, v_type):
     dense = [m for m in linears if m.weight.dtype != torch.uint8]
     # The fused qkv layer is dense exactly when its v shard is not Q4 in the file.
     assert len(linears) == 4 * LAYERS
-    assert all(isinstance(m, QKVLinear) for m in dense)
+    assert all(isinstance(m, QKVParallelLinear) for m in dense)
     assert len(dense) == (0 if v_type == T.Q4_0 else LAYERS)
     ref, ours = _logits(_build(path, None)), _logits(packed_model)
     err = (ours - ref).abs().max() / ref.abs().max()

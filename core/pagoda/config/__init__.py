@@ -1,5 +1,11 @@
 """User-facing engine settings."""
 
-from pagoda.config.engine_config import CacheConfig, EngineConfig, ModelConfig, SchedulerConfig
+from pagoda.config.engine_config import (
+    CacheConfig,
+    EngineConfig,
+    ModelConfig,
+    ParallelConfig,
+    SchedulerConfig,
+)
 
-__all__ = ["CacheConfig", "EngineConfig", "ModelConfig", "SchedulerConfig"]
+__all__ = ["CacheConfig", "EngineConfig", "ModelConfig", "ParallelConfig", "SchedulerConfig"]

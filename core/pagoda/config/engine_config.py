@@ -176,6 +176,25 @@ class SchedulerConfig:
 
 
 @dataclass
+class ParallelConfig:
+    """How the model is spread over devices."""
+
+    tensor_parallel_size: int = 1
+    """Devices each layer is split across (attention heads, MLP features, vocabulary), one
+    worker process each; above 1 the executor defaults to mp."""
+
+    def __post_init__(self) -> None:
+        if self.tensor_parallel_size < 1:
+            raise ValueError(f"tensor_parallel_size must be >= 1, got "
+                             f"{self.tensor_parallel_size}")
+
+    @property
+    def world_size(self) -> int:
+        """Worker processes (devices) in all."""
+        return self.tensor_parallel_size
+
+
+@dataclass
 class EngineConfig:
     """Everything an engine needs to know before it loads; its leaf fields are the options
     of `LLM(...)` and of the commands that build an engine."""
@@ -183,14 +202,15 @@ class EngineConfig:
     model: ModelConfig = field(default_factory=ModelConfig)
     cache: CacheConfig = field(default_factory=CacheConfig)
     scheduler: SchedulerConfig = field(default_factory=SchedulerConfig)
+    parallel: ParallelConfig = field(default_factory=ParallelConfig)
     device: str | None = None
     """Platform name or auto (the best usable one); None: PAGODA_DEVICE, else auto. Holds
     the chosen platform's name once the config is built."""
     attention_backend: str | None = None
     """Attention backend by name; None: the platform's best one for the model."""
     executor: str | None = None
-    """Executor by name (uniproc runs the worker in the engine-core process); None: the
-    platform's."""
+    """Executor by name: uniproc (the worker in the engine-core process) or mp (a worker
+    process per device); None: mp for several devices, else the platform's."""
     enforce_eager: bool = False
     """Launch every kernel from Python: no device graphs for decode steps."""
     graph_batch_sizes: list[int] | None = None

@@ -45,7 +45,8 @@ class EngineCore:
         regs = get_registries()
         warn_about_failed_plugins(regs)
         platform = resolve_platform(config.device)
-        executor_name = config.executor or platform.executor
+        executor_name = config.executor or (
+            "mp" if config.parallel.world_size > 1 else platform.executor)
         executor_cls = load_target(regs.executors.get(executor_name).spec.executor)
         self.executor = executor_cls(config, platform.worker, source=source, hf_config=hf_config)
 

@@ -14,7 +14,7 @@ import queue
 import signal
 import threading
 import traceback
-from multiprocessing.connection import Connection
+from multiprocessing.connection import Connection, wait
 from typing import Any
 
 from pagoda import logs
@@ -102,9 +102,14 @@ class _CoreLoop:
         self.running = True
 
     def run(self) -> None:
+        workers = self.core.executor.health_handles()
         while self.running:
             if not self.core.has_unfinished_requests():
-                self.handle(self.conn.recv())  # idle: block until the parent speaks
+                # Idle: block until the parent speaks, or a worker process dies.
+                if self.conn not in wait([self.conn, *workers]):
+                    self.core.executor.check_health()  # raises: a worker is gone
+                    continue
+                self.handle(self.conn.recv())
             while self.running and self.conn.poll():
                 self.handle(self.conn.recv())
             if self.running:

@@ -69,5 +69,18 @@ class Executor(ABC):
     def initialize_cache(self, num_blocks: int) -> None:
         self.collective_rpc("initialize_cache", (num_blocks,))
 
+    def health_handles(self) -> list[Any]:
+        """What `multiprocessing.connection.wait` can wait on to notice a worker's death
+        (process sentinels); none for workers in this process."""
+        return []
+
+    def check_health(self) -> None:
+        """Raise WorkerDiedError if a worker has died (or one of `health_handles` is
+        ready)."""
+
     def shutdown(self) -> None:
         """Stop the workers."""
+
+
+class WorkerDiedError(RuntimeError):
+    """A worker process died or failed; the message says which and why."""

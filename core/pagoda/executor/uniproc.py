@@ -13,6 +13,9 @@ class UniProcExecutor(Executor):
 
     def __init__(self, config: Any, worker_cls: str | type[Worker], **worker_kwargs: Any):
         super().__init__(config)
+        if config.parallel.world_size > 1:
+            raise ValueError(f"executor 'uniproc' runs one device; tensor_parallel_size "
+                             f"{config.parallel.tensor_parallel_size} needs executor 'mp'")
         self.worker: Worker = load_target(worker_cls)(config, **worker_kwargs)
         self.worker.init_device()
         self.worker.load_model()

@@ -17,13 +17,13 @@ from torch import nn
 from pagoda.attention import AttentionBackend, AttentionMetadata, KVCacheSpec
 from pagoda.models.layers import (
     Attention,
-    Linear,
-    LMHead,
-    QKVLinear,
+    ParallelLMHead,
+    QKVParallelLinear,
     RMSNorm,
     RotaryEmbedding,
+    RowParallelLinear,
     SiluMLP,
-    VocabEmbedding,
+    VocabParallelEmbedding,
     get_rotary_embedding,
 )
 from pagoda.models.weights import load_checkpoint_weights
@@ -109,13 +109,14 @@ class LlamaAttention(nn.Module):
         quant_method: QuantMethod | None,
     ):
         super().__init__()
-        self.num_heads, self.num_kv_heads = spec.num_heads, spec.num_kv_heads
-        self.head_size = spec.head_size
-        self.qkv_proj = QKVLinear(
+        self.qkv_proj = QKVParallelLinear(
             spec.hidden_size, spec.head_size, spec.num_heads, spec.num_kv_heads,
             bias=spec.qkv_bias, dtype=dtype, quant_method=quant_method,
         )
-        self.o_proj = Linear(
+        heads = self.qkv_proj.heads  # this rank's
+        self.num_heads, self.num_kv_heads = heads.local_heads, heads.local_kv_heads
+        self.head_size = spec.head_size
+        self.o_proj = RowParallelLinear(
             spec.num_heads * spec.head_size, spec.hidden_size,
             bias=spec.o_bias, dtype=dtype, quant_method=quant_method,
         )
@@ -124,7 +125,7 @@ class LlamaAttention(nn.Module):
         self.k_norm = RMSNorm(spec.head_size, eps, dtype=dtype) if spec.qk_norm else None
         self.rotary_emb = rotary
         self.attn = Attention(
-            spec.num_heads, spec.head_size, spec.num_kv_heads,
+            self.num_heads, spec.head_size, self.num_kv_heads,
             attn_backend=attn_backend, sliding_window=sliding_window,
         )
 
@@ -204,7 +205,8 @@ class LlamaModel(nn.Module):
             raise ValueError(f"Unsupported hidden_act {config.hidden_act!r} (expected 'silu')")
         spec = DecoderSpec.from_config(config)
         rotary = get_rotary_embedding(config, spec.head_size)
-        self.embed_tokens = VocabEmbedding(config.vocab_size, spec.hidden_size, dtype=dtype)
+        self.embed_tokens = VocabParallelEmbedding(config.vocab_size, spec.hidden_size,
+                                                   dtype=dtype)
         self.layers = nn.ModuleList(
             LlamaDecoderLayer(
                 config, spec, rotary, sliding_window=window, dtype=dtype,
@@ -246,7 +248,7 @@ class LlamaForCausalLM(nn.Module):
         self.model = LlamaModel(
             config, dtype=dtype, attn_backend=attn_backend, quant_method=quant_method
         )
-        self.lm_head = LMHead(
+        self.lm_head = ParallelLMHead(
             config.vocab_size, config.hidden_size, dtype=dtype,
             tied_to=self.model.embed_tokens if self.tie_word_embeddings else None,
         )
@@ -261,9 +263,10 @@ class LlamaForCausalLM(nn.Module):
         return len(self.model.layers)
 
     def kv_cache_spec(self, block_size: int, kv_cache_dtype: torch.dtype) -> KVCacheSpec:
-        """The paged KV cache layout each attention layer needs."""
-        _, num_kv_heads, head_size, _ = attention_shape(self.config)
-        return KVCacheSpec(block_size, num_kv_heads, head_size, kv_cache_dtype)
+        """The paged KV cache layout each attention layer needs (this rank's heads)."""
+        attention = self.model.layers[0].self_attn
+        return KVCacheSpec(block_size, attention.num_kv_heads, attention.head_size,
+                           kv_cache_dtype)
 
     def forward(
         self,

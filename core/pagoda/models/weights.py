@@ -15,7 +15,7 @@ import torch
 from safetensors import safe_open
 from torch import nn
 
-from pagoda.models.layers.linear import Linear, MergedLinear
+from pagoda.models.layers.linear import Linear, MergedColumnParallelLinear
 from pagoda.quant.checkpoint import CheckpointTensor, copy_weight, dense
 
 SAFETENSORS_INDEX = "model.safetensors.index.json"
@@ -47,7 +47,7 @@ def iterate_safetensors(path: str | Path) -> Iterator[tuple[str, torch.Tensor]]:
 def checkpoint_targets(model: nn.Module) -> dict[str, tuple[str, str | None]]:
     """Checkpoint name -> (model parameter name, shard) for every weight the model expects.
 
-    A `MergedLinear` at "a.qkv_proj" with shard "q_proj" expects "a.q_proj.weight"; a
+    A merged layer at "a.qkv_proj" with shard "q_proj" expects "a.q_proj.weight"; a
     parameter shared by two modules (tied embeddings) is expected once, by its first name.
     """
     owned = {name for name, _ in model.named_parameters()}
@@ -59,7 +59,7 @@ def checkpoint_targets(model: nn.Module) -> dict[str, tuple[str, str | None]]:
             name = prefix + pname
             if name not in owned:
                 continue
-            if isinstance(module, MergedLinear):
+            if isinstance(module, MergedColumnParallelLinear):
                 for shard in module.shards:
                     targets[f"{parent}.{shard}.{pname}".lstrip(".")] = (name, shard)
             else:
@@ -91,12 +91,18 @@ def load_checkpoint_weights(
         param_name, shard = targets[name]
         module_name, _, attr = param_name.rpartition(".")
         module = model.get_submodule(module_name)
+        part = getattr(module, "checkpoint_slice", None)  # tensor-parallel layers: their part
+        if part is not None:
+            try:
+                tensor = part(tensor, shard, attr)
+            except ValueError as exc:
+                raise ValueError(f"Weight {name!r} {exc}") from None
         if isinstance(module, Linear) and attr == "weight":
             module.quant_method.load_weight(module, tensor, shard, name)
         else:
             param = params[param_name]
             if shard is not None:
-                assert isinstance(module, MergedLinear)
+                assert isinstance(module, MergedColumnParallelLinear)
                 param = module.shard_view(param, shard)
             copy_weight(param, dense(tensor), name)
         seen.add(name)

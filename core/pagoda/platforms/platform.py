@@ -143,6 +143,11 @@ class Platform(ABC):
     def set_device(self, index: int) -> None:
         """Make device `index` current for this process (multi-device workers)."""
 
+    def init_worker(self, local_rank: int, local_world_size: int) -> None:
+        """Prepare this process to drive device `local_rank`, one of `local_world_size`
+        worker processes on this host; the default makes that device current."""
+        self.set_device(local_rank)
+
     def describe(self) -> dict[str, object]:
         """Capabilities as plain data, for `pagoda plugins` and start-up logs."""
         return {

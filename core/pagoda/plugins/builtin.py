@@ -49,7 +49,8 @@ def pagoda_quant_methods() -> list[QuantMethodSpec]:
 
 @hookimpl
 def pagoda_executors() -> list[ExecutorSpec]:
-    return [ExecutorSpec("uniproc", "pagoda.executor.uniproc:UniProcExecutor")]
+    return [ExecutorSpec("uniproc", "pagoda.executor.uniproc:UniProcExecutor"),
+            ExecutorSpec("mp", "pagoda.executor.multiproc:MultiprocExecutor")]
 
 
 @hookimpl

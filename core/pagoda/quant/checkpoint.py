@@ -35,6 +35,18 @@ class Int4Weight:
         """The same weight with `fn` (a reordering of rows) applied to every part."""
         return Int4Weight(fn(self.codes), fn(self.scales), fn(self.offsets))
 
+    def narrow(self, dim: int, start: int, length: int) -> Int4Weight:
+        """Rows (dim 0) or columns (dim 1, whole groups only) start..start+length."""
+        if dim == 0:
+            return self.map_rows(lambda t: t.narrow(0, start, length))
+        group = self.group_size
+        if start % group or length % group:
+            raise ValueError(f"columns {start}..{start + length} of a 4-bit weight cut its "
+                             f"groups of {group}")
+        return Int4Weight(self.codes.narrow(1, start, length),
+                          self.scales.narrow(1, start // group, length // group),
+                          self.offsets.narrow(1, start // group, length // group))
+
     def dequantize(self) -> torch.Tensor:
         """The float32 [rows, cols] values."""
         rows, cols = self.codes.shape
@@ -44,6 +56,11 @@ class Int4Weight:
 
 
 CheckpointTensor = torch.Tensor | Int4Weight
+
+
+def narrow(tensor: CheckpointTensor, dim: int, start: int, length: int) -> CheckpointTensor:
+    """Elements start..start+length along `dim` of a checkpoint tensor."""
+    return tensor.narrow(dim, start, length)
 
 
 def dense(tensor: CheckpointTensor) -> torch.Tensor:

@@ -12,6 +12,7 @@ from pagoda.attention.backend import AttentionConfig
 from pagoda.attention.selector import select_attention_backend
 from pagoda.config import EngineConfig
 from pagoda.config.engine_config import parse_dtype
+from pagoda.distributed import AttentionHeads, destroy_distributed, init_distributed, tp_group
 from pagoda.engine.scheduler_output import ModelRunnerOutput, SchedulerOutput
 from pagoda.executor.base import Worker as WorkerBase
 from pagoda.model_source import ModelSource
@@ -39,8 +40,13 @@ class Worker(WorkerBase):
 
     def init_device(self) -> None:
         self.platform = resolve_platform(self.config.device)
-        self.platform.set_device(self.local_rank)
+        world_size = self.config.parallel.world_size
+        self.platform.init_worker(self.local_rank, world_size)  # one host, for now
         self.device = self.platform.torch_device(self.local_rank)
+        if world_size > 1:
+            assert self.distributed_init_method is not None
+            init_distributed(self.platform.distributed_backend, self.distributed_init_method,
+                             world_size, self.rank, self.device)
         torch.manual_seed(self.config.model.seed)
 
     def _dtypes(self) -> tuple[torch.dtype, torch.dtype]:
@@ -67,8 +73,10 @@ class Worker(WorkerBase):
         start = time.perf_counter()
         dtype, kv_dtype = self._dtypes()
         num_heads, num_kv_heads, head_size, sliding_window = attention_shape(self.hf_config)
+        tp = tp_group()
+        heads = AttentionHeads(num_heads, num_kv_heads, tp.rank, tp.world_size)  # this rank's
         attn_config = AttentionConfig(
-            num_heads, num_kv_heads, head_size, dtype, kv_dtype,
+            heads.local_heads, heads.local_kv_heads, head_size, dtype, kv_dtype,
             self.config.cache.block_size, sliding_window,
         )
         self.attn_backend = select_attention_backend(
@@ -183,4 +191,9 @@ class Worker(WorkerBase):
             "graph_batch_sizes": self.runner.graphs.sizes if self.runner and self.runner.graphs
             else [],
             "ops": dict(self.ops.providers),
+            "tensor_parallel_size": tp_group().world_size,
         }
+
+    def shutdown(self) -> None:
+        if self.config.parallel.world_size > 1:
+            destroy_distributed()

@@ -48,3 +48,9 @@ class CpuPlatform(Platform):
 
     def torch_device(self, index: int = 0) -> torch.device:
         return torch.device("cpu")
+
+    def init_worker(self, local_rank: int, local_world_size: int) -> None:
+        """Worker processes on one host split its cores (each would otherwise run a
+        thread per core, and together they would thrash)."""
+        if local_world_size > 1:
+            torch.set_num_threads(max(1, self.core_count() // local_world_size))

@@ -1,22 +1,30 @@
 """Building blocks of the models: each binds its ops from the active op table at __init__."""
 
 from pagoda.models.layers.attention import Attention
-from pagoda.models.layers.embedding import LMHead, VocabEmbedding
-from pagoda.models.layers.linear import Linear, MergedLinear, QKVLinear
+from pagoda.models.layers.embedding import ParallelLMHead, VocabParallelEmbedding
+from pagoda.models.layers.linear import (
+    ColumnParallelLinear,
+    Linear,
+    MergedColumnParallelLinear,
+    QKVParallelLinear,
+    RowParallelLinear,
+)
 from pagoda.models.layers.mlp import SiluMLP
 from pagoda.models.layers.norm import RMSNorm
 from pagoda.models.layers.rotary import RotaryEmbedding, get_rotary_embedding, rope_parameters
 
 __all__ = [
     "Attention",
-    "LMHead",
+    "ColumnParallelLinear",
     "Linear",
-    "MergedLinear",
-    "QKVLinear",
+    "MergedColumnParallelLinear",
+    "ParallelLMHead",
+    "QKVParallelLinear",
     "RMSNorm",
     "RotaryEmbedding",
+    "RowParallelLinear",
     "SiluMLP",
-    "VocabEmbedding",
+    "VocabParallelEmbedding",
     "get_rotary_embedding",
     "rope_parameters",
 ]

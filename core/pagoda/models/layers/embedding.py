@@ -1,29 +1,71 @@
-"""Token embedding and the language-model head (optionally tied to the embedding)."""
+"""Token embedding and the language-model head (optionally tied to the embedding), their
+vocabulary split over the tensor-parallel ranks.
+
+Each rank holds a contiguous block of ceil(vocab / ranks) rows; the last block is padded
+with zero rows past the vocabulary. The embedding looks up the ids in its block (zero for
+the others) and all-reduces; the head computes its block of logits and all-gathers them.
+"""
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from pagoda.distributed import TensorParallelGroup, tp_group
 from pagoda.ops import current_ops
 
 
-class VocabEmbedding(nn.Module):
-    """Token id -> hidden vector; weight [vocab, hidden]."""
+@dataclass(frozen=True)
+class VocabShard:
+    """The block of vocabulary rows one rank holds."""
+
+    vocab_size: int
+    first_row: int
+    rows: int
+
+    @classmethod
+    def of(cls, vocab_size: int, tp: TensorParallelGroup) -> VocabShard:
+        rows = -(-vocab_size // tp.world_size)
+        return cls(vocab_size, tp.rank * rows, rows)
+
+    def checkpoint_slice(self, tensor: torch.Tensor, shard: str | None,
+                         attr: str) -> torch.Tensor:
+        """This rank's rows of a whole [vocab, hidden] checkpoint table, zero-padded."""
+        if tensor.shape[0] != self.vocab_size:
+            raise ValueError(f"has shape {tuple(tensor.shape)}, the model expects "
+                             f"{self.vocab_size} rows (its vocabulary)")
+        part = tensor[self.first_row : self.first_row + self.rows]
+        missing = self.rows - part.shape[0]
+        return F.pad(part, (0, 0, 0, missing)) if missing else part
+
+
+class VocabParallelEmbedding(nn.Module):
+    """Token id -> hidden vector; weight [rows of this rank, hidden]."""
 
     def __init__(self, vocab_size: int, hidden_size: int, *, dtype: torch.dtype):
         super().__init__()
+        self.tp = tp_group()
+        self.shard = VocabShard.of(vocab_size, self.tp)
+        self.checkpoint_slice = self.shard.checkpoint_slice
         self.weight = nn.Parameter(
-            torch.empty(vocab_size, hidden_size, dtype=dtype), requires_grad=False
+            torch.empty(self.shard.rows, hidden_size, dtype=dtype), requires_grad=False
         )
 
     def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
-        return F.embedding(input_ids, self.weight)
+        if self.tp.world_size == 1:
+            return F.embedding(input_ids, self.weight)
+        local = input_ids - self.shard.first_row
+        outside = (local < 0) | (local >= self.shard.rows)
+        hidden = F.embedding(local.masked_fill(outside, 0), self.weight)
+        return self.tp.all_reduce(hidden.masked_fill_(outside.unsqueeze(-1), 0))
 
 
-class LMHead(nn.Module):
-    """Hidden states -> float32 logits; shares the embedding's weight when `tied_to` is given."""
+class ParallelLMHead(nn.Module):
+    """Hidden states -> float32 logits [N, vocab]; shares the embedding's weight (and so its
+    split) when `tied_to` is given."""
 
     def __init__(
         self,
@@ -31,16 +73,23 @@ class LMHead(nn.Module):
         hidden_size: int,
         *,
         dtype: torch.dtype,
-        tied_to: VocabEmbedding | None = None,
+        tied_to: VocabParallelEmbedding | None = None,
     ):
         super().__init__()
+        self.tp = tp_group()
+        self.vocab_size = vocab_size
+        self.shard = VocabShard.of(vocab_size, self.tp)
+        self.checkpoint_slice = self.shard.checkpoint_slice
         if tied_to is not None:
             self.weight = tied_to.weight
         else:
             self.weight = nn.Parameter(
-                torch.empty(vocab_size, hidden_size, dtype=dtype), requires_grad=False
+                torch.empty(self.shard.rows, hidden_size, dtype=dtype), requires_grad=False
             )
         self._linear = current_ops().linear
 
     def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
-        return self._linear(hidden_states, self.weight).float()
+        logits = self._linear(hidden_states, self.weight).float()
+        if self.tp.world_size == 1:
+            return logits
+        return self.tp.all_gather(logits, dim=-1)[..., : self.vocab_size]

@@ -1,15 +1,36 @@
-"""Linear layers whose weights are created and applied by a QuantMethod."""
+"""Linear layers whose weights are created and applied by a QuantMethod, whole on every
+rank (`Linear`) or split over the tensor-parallel ranks.
+
+A column-parallel layer holds a block of the output features (its weight's rows) and
+gives its block of y; a row-parallel one holds a block of the input features (its
+weight's columns), takes the matching block of x and all-reduces the partial products.
+A column-parallel layer followed by a row-parallel one (attention's qkv and o, the MLP's
+gate/up and down) needs one all-reduce between them. Each layer cuts the checkpoint's
+whole tensors to its part as they load (`checkpoint_slice`).
+"""
 
 from __future__ import annotations
 
 import torch
 from torch import nn
 
+from pagoda.distributed import AttentionHeads, shard_range, tp_group
 from pagoda.quant import QuantMethod, UnquantizedMethod
+from pagoda.quant.checkpoint import CheckpointTensor, narrow
+
+
+def _part(tensor: CheckpointTensor, dim: int, whole: int, start: int,
+          length: int) -> CheckpointTensor:
+    """Elements start..start+length along `dim` of a checkpoint tensor `whole` long there."""
+    if tensor.shape[dim] != whole:
+        raise ValueError(f"has shape {tuple(tensor.shape)}, the model expects {whole} along "
+                         f"dimension {dim} (before the tensor-parallel split)")
+    return narrow(tensor, dim, start, length)
 
 
 class Linear(nn.Module):
-    """y = x W^T (+ b); the QuantMethod owns the weight's storage and the matmul."""
+    """y = x W^T (+ b) with the whole weight on every rank; the QuantMethod owns the
+    weight's storage and the matmul."""
 
     def __init__(
         self,
@@ -21,24 +42,75 @@ class Linear(nn.Module):
         quant_method: QuantMethod | None = None,
     ):
         super().__init__()
-        self.input_size = input_size
-        self.output_size = output_size
+        self.tp = tp_group()
+        self.input_size, self.output_size = self._local_sizes(input_size, output_size)
         self.quant_method = quant_method or UnquantizedMethod()
-        self.quant_method.create_weights(self, input_size, output_size, dtype)
+        self.quant_method.create_weights(self, self.input_size, self.output_size, dtype)
         if bias:
-            self.bias = nn.Parameter(torch.empty(output_size, dtype=dtype), requires_grad=False)
+            bias_size = self.output_size if self._shards_bias else output_size
+            self.bias = nn.Parameter(torch.empty(bias_size, dtype=dtype), requires_grad=False)
         else:
             self.register_parameter("bias", None)
+
+    _shards_bias = True
+    """Whether the bias is split like the output features."""
+
+    def _local_sizes(self, input_size: int, output_size: int) -> tuple[int, int]:
+        """(input, output) features this rank holds."""
+        return input_size, output_size
+
+    def checkpoint_slice(self, tensor: CheckpointTensor, shard: str | None,
+                         attr: str) -> CheckpointTensor:
+        """This rank's part of a whole checkpoint tensor of parameter `attr`."""
+        return tensor
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.quant_method.apply(self, x, self.bias)
 
 
-class MergedLinear(Linear):
-    """Several projections of the same input stored as one matrix, stacked along the output.
+class ColumnParallelLinear(Linear):
+    """Output features split over the ranks: each computes its block of y."""
 
-    `shards` maps each checkpoint projection name (e.g. "gate_proj") to its output size, in
-    stacking order; a checkpoint's separate shard weights load into their rows.
+    def _local_sizes(self, input_size: int, output_size: int) -> tuple[int, int]:
+        return input_size, shard_range(output_size, self.tp.rank, self.tp.world_size)[1]
+
+    def checkpoint_slice(self, tensor: CheckpointTensor, shard: str | None,
+                         attr: str) -> CheckpointTensor:
+        if self.tp.world_size == 1:
+            return tensor
+        rows = self.output_size
+        return _part(tensor, 0, rows * self.tp.world_size, self.tp.rank * rows, rows)
+
+
+class RowParallelLinear(Linear):
+    """Input features split over the ranks: y = all_reduce(x_r W_r^T) (+ b)."""
+
+    _shards_bias = False
+
+    def _local_sizes(self, input_size: int, output_size: int) -> tuple[int, int]:
+        return shard_range(input_size, self.tp.rank, self.tp.world_size)[1], output_size
+
+    def checkpoint_slice(self, tensor: CheckpointTensor, shard: str | None,
+                         attr: str) -> CheckpointTensor:
+        if attr == "bias" or self.tp.world_size == 1:
+            return tensor
+        cols = self.input_size
+        return _part(tensor, 1, cols * self.tp.world_size, self.tp.rank * cols, cols)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.tp.world_size == 1:
+            return self.quant_method.apply(self, x, self.bias)
+        y = self.tp.all_reduce(self.quant_method.apply(self, x))
+        return y if self.bias is None else y + self.bias
+
+
+class MergedColumnParallelLinear(ColumnParallelLinear):
+    """Several column-parallel projections of the same input stored as one matrix, stacked
+    along the output.
+
+    `shards` maps each checkpoint projection name (e.g. "gate_proj") to its output size in
+    the whole model, in stacking order; each rank holds its block of every shard, and a
+    checkpoint's separate shard weights load into their rows.
     """
 
     def __init__(
@@ -50,13 +122,27 @@ class MergedLinear(Linear):
         dtype: torch.dtype,
         quant_method: QuantMethod | None = None,
     ):
-        super().__init__(
-            input_size, sum(shards.values()), bias=bias, dtype=dtype, quant_method=quant_method
-        )
-        self.shards = dict(shards)
+        self.shards = self._local_shards(shards)
+        super().__init__(input_size, sum(shards.values()), bias=bias, dtype=dtype,
+                         quant_method=quant_method)
+
+    def _local_shards(self, shards: dict[str, int]) -> dict[str, int]:
+        world = tp_group().world_size
+        return {name: shard_range(size, 0, world)[1] for name, size in shards.items()}
+
+    def _local_sizes(self, input_size: int, output_size: int) -> tuple[int, int]:
+        return input_size, sum(self.shards.values())
+
+    def checkpoint_slice(self, tensor: CheckpointTensor, shard: str | None,
+                         attr: str) -> CheckpointTensor:
+        assert shard is not None, "a merged layer loads its shards' weights"
+        if self.tp.world_size == 1:
+            return tensor
+        rows = self.shards[shard]
+        return _part(tensor, 0, rows * self.tp.world_size, self.tp.rank * rows, rows)
 
     def shard_rows(self, shard: str) -> tuple[int, int]:
-        """(first output row, number of rows) of `shard`."""
+        """(first output row, number of rows) of `shard` in this rank's weight."""
         offset = 0
         for name, size in self.shards.items():
             if name == shard:
@@ -74,8 +160,10 @@ class MergedLinear(Linear):
         return y.split(list(self.shards.values()), dim=-1)
 
 
-class QKVLinear(MergedLinear):
-    """The fused query/key/value projection (checkpoint shards q_proj, k_proj, v_proj)."""
+class QKVParallelLinear(MergedColumnParallelLinear):
+    """The fused query/key/value projection (checkpoint shards q_proj, k_proj, v_proj),
+    holding this rank's attention heads (`AttentionHeads`: key/value heads replicated when
+    there are fewer than ranks)."""
 
     def __init__(
         self,
@@ -88,9 +176,28 @@ class QKVLinear(MergedLinear):
         dtype: torch.dtype,
         quant_method: QuantMethod | None = None,
     ):
+        tp = tp_group()
+        self.heads = AttentionHeads(num_heads, num_kv_heads, tp.rank, tp.world_size)
+        self.head_size = head_size
         shards = {
             "q_proj": num_heads * head_size,
             "k_proj": num_kv_heads * head_size,
             "v_proj": num_kv_heads * head_size,
         }
         super().__init__(hidden_size, shards, bias=bias, dtype=dtype, quant_method=quant_method)
+
+    def _local_shards(self, shards: dict[str, int]) -> dict[str, int]:
+        kv = self.heads.local_kv_heads * self.head_size
+        return {"q_proj": self.heads.local_heads * self.head_size, "k_proj": kv, "v_proj": kv}
+
+    def checkpoint_slice(self, tensor: CheckpointTensor, shard: str | None,
+                         attr: str) -> CheckpointTensor:
+        if self.tp.world_size == 1:
+            return tensor
+        heads = self.heads
+        if shard == "q_proj":
+            whole, first = heads.num_heads, heads.rank * heads.local_heads
+        else:
+            whole, first = heads.num_kv_heads, heads.first_kv_head
+        rows = self.shards[shard]  # type: ignore[index]
+        return _part(tensor, 0, whole * self.head_size, first * self.head_size, rows)

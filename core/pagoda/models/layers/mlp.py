@@ -5,13 +5,14 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from pagoda.models.layers.linear import Linear, MergedLinear
+from pagoda.models.layers.linear import MergedColumnParallelLinear, RowParallelLinear
 from pagoda.ops import current_ops
 from pagoda.quant import QuantMethod
 
 
 class SiluMLP(nn.Module):
-    """down_proj(silu(gate_proj(x)) * up_proj(x)), with gate and up fused in one matmul."""
+    """down_proj(silu(gate_proj(x)) * up_proj(x)), with gate and up fused in one matmul;
+    the intermediate features split over the tensor-parallel ranks."""
 
     def __init__(
         self,
@@ -23,14 +24,14 @@ class SiluMLP(nn.Module):
         quant_method: QuantMethod | None = None,
     ):
         super().__init__()
-        self.gate_up_proj = MergedLinear(
+        self.gate_up_proj = MergedColumnParallelLinear(
             hidden_size,
             {"gate_proj": intermediate_size, "up_proj": intermediate_size},
             bias=bias,
             dtype=dtype,
             quant_method=quant_method,
         )
-        self.down_proj = Linear(
+        self.down_proj = RowParallelLinear(
             intermediate_size, hidden_size, bias=bias, dtype=dtype, quant_method=quant_method
         )
         self._silu_and_mul = current_ops().silu_and_mul
