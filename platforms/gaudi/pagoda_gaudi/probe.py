@@ -6,6 +6,7 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
+from pagoda.platforms.probing import platform_probe
 from pagoda.plugins import PlatformProbe
 from pagoda_gaudi.accel import DEV, SYS_CLASS, Card, gaudi_cards, node_access_problem, visible_cards
 from pagoda_gaudi.sdk import sdk_missing
@@ -36,8 +37,5 @@ def find_cards(sys_class: Path = SYS_CLASS, dev: Path = DEV,
 def probe(sys_class: Path = SYS_CLASS, dev: Path = DEV,
           environ: Mapping[str, str] | None = None) -> PlatformProbe:
     cards, card_problem = find_cards(sys_class, dev, environ)
-    problems = [p for p in (sdk_missing(), card_problem) if p]
-    devices = tuple(c.describe() for c in cards)
-    if problems:
-        return PlatformProbe(PLATFORM, usable=False, devices=devices, reason="; ".join(problems))
-    return PlatformProbe(PLATFORM, usable=True, score=SCORE, devices=devices)
+    return platform_probe(PLATFORM, (c.describe() for c in cards), (sdk_missing(), card_problem),
+                          score=SCORE, visible_devices_env=(VISIBLE_ENV,))
