@@ -19,6 +19,7 @@ from pagoda.platforms.probing import (
     platform_probe,
     read_attribute,
     torch_build_problem,
+    visible_devices,
 )
 
 NOT_BUILT = "lacks that build"
@@ -99,3 +100,21 @@ def test_probe_from_devices_and_problems() -> None:
     assert (unusable.usable, unusable.score) == (False, 0)
     assert unusable.reason == "driver too old; no SDK"
     assert unusable.devices == ("ACME A1",) and unusable.visible_devices_env == ()
+
+
+def _by_index(devices: list[str], value: str | None) -> list[str]:
+    if value is None:
+        return devices
+    return [devices[int(i)] for i in value.split(",") if i.isdigit() and int(i) < len(devices)]
+
+
+def test_visible_devices_by_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    cards = ["A1", "A2"]
+    assert visible_devices(cards, "ACME_CARDS", _by_index, "ACME cards", {}) == (cards, None)
+    assert visible_devices(cards, "ACME_CARDS", _by_index, "ACME cards",
+                           {"ACME_CARDS": "1"}) == (["A2"], None)
+    assert visible_devices(cards, "ACME_CARDS", _by_index, "ACME cards",
+                           {"ACME_CARDS": "7"}) == ([], "ACME_CARDS='7' hides all 2 ACME cards")
+    monkeypatch.setenv("ACME_CARDS", "")
+    assert visible_devices(cards, "ACME_CARDS", _by_index, "ACME cards") == (
+        [], "ACME_CARDS='' hides all 2 ACME cards")

@@ -4,11 +4,15 @@ a vendor SDK or opening a device (see `pagoda_platform_probe`)."""
 from __future__ import annotations
 
 import importlib.util
+import os
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
+from typing import TypeVar
 
 from pagoda.plugins.specs import PlatformProbe
+
+Device = TypeVar("Device")
 
 
 def installed_torch_dir() -> Path | None:
@@ -56,6 +60,19 @@ def read_attribute(path: Path) -> str:
         return path.read_text().strip()
     except OSError:
         return ""
+
+
+def visible_devices(devices: list[Device], variable: str,
+                    select: Callable[[list[Device], str | None], list[Device]], what: str,
+                    environ: Mapping[str, str] | None = None) -> tuple[list[Device], str | None]:
+    """The `devices` that `select` leaves for the value of the environment variable
+    `variable` (None when unset), or none and why: f"{variable}={value!r} hides all
+    {len(devices)} {what}". `environ` defaults to the process's environment."""
+    value = (os.environ if environ is None else environ).get(variable)
+    shown = select(devices, value)
+    if not shown:
+        return [], f"{variable}={value!r} hides all {len(devices)} {what}"
+    return shown, None
 
 
 def platform_probe(name: str, devices: Iterable[str], problems: Iterable[str | None], *,

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import os
-
-from pagoda.platforms.probing import platform_probe, torch_build_problem
+from pagoda.platforms.probing import platform_probe, torch_build_problem, visible_devices
 from pagoda.plugins import PlatformProbe
 from pagoda_cuda.nvml import GpuInfo, NvmlError, driver_gpus, nvml_gpus, visible_gpus
 
@@ -25,11 +23,7 @@ def find_gpus() -> tuple[list[GpuInfo], str | None]:
         gpus, source = listed
     if not gpus:
         return [], f"the NVIDIA driver reports no GPU ({source})"
-    env = os.environ.get(VISIBLE_DEVICES_ENV)
-    shown = visible_gpus(gpus, env)
-    if not shown:
-        return [], f"{VISIBLE_DEVICES_ENV}={env!r} hides all {len(gpus)} GPUs"
-    return shown, None
+    return visible_devices(gpus, VISIBLE_DEVICES_ENV, visible_gpus, "GPUs")
 
 
 def probe() -> PlatformProbe:

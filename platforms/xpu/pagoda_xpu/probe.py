@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -34,11 +33,7 @@ def find_gpus(sys_drm: Path = SYS_DRM, dev_dri: Path = DEV_DRI,
     access = node_access_problem(gpus, dev_dri)
     if access:
         return [], f"Intel GPUs found but not usable: {access}"
-    mask = (os.environ if environ is None else environ).get(AFFINITY_ENV)
-    shown = visible_gpus(gpus, mask)
-    if not shown:
-        return [], f"{AFFINITY_ENV}={mask!r} hides all {len(gpus)} Intel GPUs"
-    return shown, None
+    return probing.visible_devices(gpus, AFFINITY_ENV, visible_gpus, "Intel GPUs", environ)
 
 
 def probe(sys_drm: Path = SYS_DRM, dev_dri: Path = DEV_DRI,
