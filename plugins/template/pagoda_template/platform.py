@@ -23,9 +23,7 @@ class TemplatePlatform(Platform):
         return "host CPU (template platform)"
 
     def memory_info(self, index: int = 0) -> MemoryInfo:
-        # A device with a torch device module (torch.get_device_module) derives from
-        # pagoda.platforms.accelerator.AcceleratorPlatform instead, which answers this and
-        # the device queries through that module.
+        # A device with a torch device module: derive from AcceleratorPlatform instead.
         return host_memory()
 
     def torch_device(self, index: int = 0) -> torch.device:
