@@ -24,11 +24,11 @@ def installed_torch_dir() -> Path | None:
 
 
 def torch_build_problem(build: str, problem: str, torch_dir: Path | None = None) -> str | None:
-    """Why the installed torch lacks the `build` its builds for a device set in
-    torch/version.py ("cuda", "hip", "xpu": a string there, None in other builds), read
-    without importing torch: "torch is not installed", f"torch {version} {problem}", or None
-    when it has that build or version.py cannot be read (the platform finds out when it
-    starts). `torch_dir` is torch's folder (default: the installed one)."""
+    """Why the installed torch is not a `build` build, read from torch/version.py without
+    importing torch (a build for a device sets "cuda", "hip" or "xpu" there to a string,
+    other builds to None): "torch is not installed", f"torch {version} {problem}", or None
+    when it is, or when version.py cannot be read (the platform finds out when it starts).
+    `torch_dir` is torch's folder (default: the installed one)."""
     root = torch_dir or installed_torch_dir()
     if root is None:
         return "torch is not installed"
