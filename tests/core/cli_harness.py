@@ -23,18 +23,20 @@ def write_plugin_distribution(
     distribution: str | None = None,
     version: str = "1.0",
     modules: dict[str, str] | None = None,
+    attribute: str | None = None,
 ) -> str:
     """Write an installed-looking distribution into `root` (put on PYTHONPATH): a
     NAME-VER.dist-info with METADATA and an entry point in group `pagoda.plugins` that
-    names module `fake_pagoda_<entry_point>` (written from `source`), plus extra modules.
-    Returns the distribution name."""
+    names module `fake_pagoda_<entry_point>` (written from `source`), or that module's
+    `attribute`, plus extra modules. Returns the distribution name."""
     distribution = distribution or f"pagoda-fake-{entry_point}"
     module = f"fake_pagoda_{entry_point}"
     info = root / f"{distribution.replace('-', '_')}-{version}.dist-info"
     info.mkdir(parents=True)
     (info / "METADATA").write_text(
         f"Metadata-Version: 2.1\nName: {distribution}\nVersion: {version}\n")
-    (info / "entry_points.txt").write_text(f"[pagoda.plugins]\n{entry_point} = {module}\n")
+    target = f"{module}:{attribute}" if attribute else module
+    (info / "entry_points.txt").write_text(f"[pagoda.plugins]\n{entry_point} = {target}\n")
     (root / f"{module}.py").write_text(textwrap.dedent(source))
     for name, text in (modules or {}).items():
         (root / f"{name}.py").write_text(textwrap.dedent(text))

@@ -66,7 +66,6 @@ SHODDY_IMPL = """
     class ShoddyPlatform(Platform):
         name = "shoddy"
         device_type = "cpu"
-        dispatch_key = "CPU"
         supported_dtypes = (torch.float32,)
         distributed_backend = "gloo"
         preferred_attention_backends = ("forgetful",)

@@ -51,7 +51,6 @@ HEAVY = """
     class AcmePlatform(Platform):
         name = "acme"
         device_type = "cpu"
-        dispatch_key = "CPU"
         supported_dtypes = (torch.bfloat16,)
         distributed_backend = "gloo"
         preferred_attention_backends = ("acme_attn",)

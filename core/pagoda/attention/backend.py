@@ -147,9 +147,16 @@ class AttentionBackend(ABC):
     (padding rows have sequence length 0 and slot -1) and may only steer launch choices."""
 
     @classmethod
+    def unavailable_reason(cls) -> str | None:
+        """Why this backend cannot run in this process whatever the model (e.g. its SDK is
+        not installed), or None; `validate` gives it first."""
+        return None
+
+    @classmethod
     def validate(cls, config: AttentionConfig) -> list[str]:
         """Reasons this backend cannot serve `config`; empty when it can."""
-        reasons = []
+        unavailable = cls.unavailable_reason()
+        reasons = [unavailable] if unavailable else []
         if config.dtype not in cls.supported_dtypes:
             reasons.append(f"dtype {config.dtype} not in {cls.supported_dtypes}")
         if config.kv_cache_dtype not in cls.supported_dtypes:

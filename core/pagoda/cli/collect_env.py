@@ -1,4 +1,5 @@
-"""`pagoda collect-env`: what a bug report needs to know about this machine."""
+"""`pagoda collect-env`: what a bug report needs to know about this machine, each
+platform's visible-devices variables (from its probe) included."""
 
 from __future__ import annotations
 
@@ -47,13 +48,20 @@ def collect_env() -> dict[str, Any]:
         "pagoda_packages": _pagoda_packages(),
         "devices": [
             {"platform": e.spec.name, "plugin": e.plugin, "usable": e.spec.usable,
-             "score": e.spec.score, "devices": list(e.spec.devices), "reason": e.spec.reason}
+             "score": e.spec.score, "devices": list(e.spec.devices), "reason": e.spec.reason,
+             "visible_devices_env": {name: os.environ.get(name)
+                                     for name in e.spec.visible_devices_env}}
             for e in regs.probes
         ],
         "failed_plugins": {r.name: r.error for r in regs.failed()},
-        "env": {k: v for k, v in os.environ.items()
-                if k.startswith(("PAGODA_", "CUDA_", "HIP_", "OMP_", "HF_"))},
+        "env": {k: v for k, v in os.environ.items() if k.startswith(("PAGODA_", "OMP_", "HF_"))},
     }
+
+
+def _visible_devices(variables: dict[str, str | None]) -> str:
+    """`NAME=value` (or `NAME unset`) for each variable choosing a platform's devices."""
+    return ", ".join(f"{name} unset" if value is None else f"{name}={value}"
+                     for name, value in variables.items()) or "(none)"
 
 
 def run(args: argparse.Namespace) -> int:
@@ -62,7 +70,13 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(env, indent=2))
         return 0
     for key, value in env.items():
-        if isinstance(value, dict):
+        if key == "devices":
+            print("devices:")
+            for probe in value:
+                variables = _visible_devices(probe.pop("visible_devices_env"))
+                print(f"  {probe}")
+                print(f"    visible-devices variables: {variables}")
+        elif isinstance(value, dict):
             print(f"{key}:")
             for k, v in value.items():
                 print(f"  {k}: {v}")

@@ -3,20 +3,50 @@ registers. Imports neither torch nor Triton: plugin entry points use it at disco
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from pagoda.plugins import KernelProvider
+from pagoda.plugins.lazy import Target
 
 TRITON_OPS = ("linear", "rms_norm", "fused_add_rms_norm", "rotary_embedding", "silu_and_mul",
               "sample_from_logits")
 """Core ops with a kernel in `pagoda.kernels.triton`."""
 
 
-def triton_kernel_providers(platform: str, checks: str, *, module: str = "pagoda.kernels.triton",
+@dataclass(frozen=True)
+class TritonAvailability:
+    """`KernelProvider.is_available` of the shared Triton kernels on one platform: None when
+    Triton is installed, the platform's own check passes and torch sees a device, else the
+    first reason why not (checked once per process, see `pagoda.kernels.triton_support`)."""
+
+    device_type: str
+    """The torch device module that must see a device ("cuda", "xpu", ...)."""
+
+    install_triton: str
+    """How to get Triton here, for "triton is not installed: ..."."""
+
+    no_device: str
+    """The reason when torch sees no device (e.g. "no CUDA device is visible to torch")."""
+
+    platform_check: Target | None = None
+    """The platform's own condition, a function returning a reason or None (e.g. a HIP
+    build of torch), checked after Triton is found and before the device."""
+
+    def __call__(self) -> str | None:
+        from pagoda.kernels.triton_support import triton_unavailable_reason
+
+        return triton_unavailable_reason(self)
+
+
+def triton_kernel_providers(platform: str, availability: TritonAvailability, *,
+                            module: str = "pagoda.kernels.triton",
                             priority: int = 10) -> list[KernelProvider]:
-    """One "triton" provider per op in TRITON_OPS for `platform`. `checks` names the
-    platform's module with `unavailable_reason()` and `supports(**static_args)`; `module`
-    the functions (a platform may wrap the shared ones with its launch parameters)."""
+    """One "triton" provider per op in TRITON_OPS for `platform`, available as `availability`
+    says and supporting what `pagoda.kernels.triton_support.supports` accepts; `module`
+    holds the functions (a platform may wrap the shared ones with its launch parameters)."""
     return [
         KernelProvider(op, "triton", f"{module}:{op}", (platform,), priority=priority,
-                       is_available=f"{checks}:unavailable_reason", supports=f"{checks}:supports")
+                       is_available=availability,
+                       supports="pagoda.kernels.triton_support:supports")
         for op in TRITON_OPS
     ]

@@ -41,14 +41,8 @@ class Platform(ABC):
     device_type: ClassVar[str]
     """torch device type tensors live on (e.g. "cpu", "cuda", "xla")."""
 
-    dispatch_key: ClassVar[str]
-    """torch dispatch key of the device (e.g. "CPU", "CUDA")."""
-
     supported_dtypes: ClassVar[tuple[torch.dtype, ...]]
     """Model dtypes this platform can run, best first; the first is `--dtype auto`."""
-
-    fp8_dtype: ClassVar[torch.dtype | None] = None
-    """The fp8 flavour of this hardware, if it has one."""
 
     supports_graph_capture: ClassVar[bool] = False
     """Whether decode steps can be captured as device graphs (see `graph_capture`)."""
@@ -71,9 +65,6 @@ class Platform(ABC):
 
     distributed_backend: ClassVar[str]
     """torch.distributed backend between devices of this platform (gloo, nccl, ...)."""
-
-    visible_devices_env: ClassVar[str | None] = None
-    """Environment variable restricting visible devices (e.g. CUDA_VISIBLE_DEVICES)."""
 
     preferred_attention_backends: ClassVar[tuple[str, ...]] = ()
     """Attention backend names in order of preference; the registry fills in the rest."""
@@ -153,10 +144,8 @@ class Platform(ABC):
         return {
             "name": self.name,
             "device_type": self.device_type,
-            "dispatch_key": self.dispatch_key,
             "devices": [self.device_name(i) for i in range(self.device_count())],
             "supported_dtypes": [str(d).removeprefix("torch.") for d in self.supported_dtypes],
-            "fp8_dtype": str(self.fp8_dtype).removeprefix("torch.") if self.fp8_dtype else None,
             "supports_graph_capture": self.supports_graph_capture,
             "distributed_backend": self.distributed_backend,
             "preferred_attention_backends": list(self.preferred_attention_backends),

@@ -15,6 +15,7 @@ from pagoda.plugins.manager import (
     reset_registries,
     warn_about_failed_plugins,
 )
+from pagoda.plugins.platform_plugin import PlatformPlugin
 from pagoda.plugins.specs import (
     ANY_PLATFORM,
     CORE_OPS,
@@ -39,6 +40,7 @@ __all__ = [
     "ExecutorSpec",
     "KernelProvider",
     "ModelArchSpec",
+    "PlatformPlugin",
     "PlatformProbe",
     "PluginAPIDeprecationWarning",
     "PluginInfo",

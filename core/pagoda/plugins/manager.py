@@ -16,7 +16,6 @@ import traceback
 import warnings
 from dataclasses import dataclass, field
 from importlib import metadata
-from types import ModuleType
 from typing import Any
 
 import pluggy
@@ -176,21 +175,22 @@ def _admit(record: PluginRecord, info: object) -> bool:
     return True
 
 
-def _register(regs: PluginRegistries, module: ModuleType, name: str, record: PluginRecord) -> None:
-    """Register one plugin module: check its info, then collect its hook results.
+def _register(regs: PluginRegistries, plugin: object, name: str, record: PluginRecord) -> None:
+    """Register one plugin (a module, or an object such as a `PlatformPlugin`): check its
+    info, then collect its hook results.
 
     A plugin is all or nothing: if any of its hooks raises, none of its registrations
     are kept and it is unregistered.
     """
     pm = regs.manager
-    pm.register(module, name=name)
+    pm.register(plugin, name=name)
     hook = "pagoda_plugin_info"
     try:
-        if not _admit(record, _call_for(pm, module, hook)):
+        if not _admit(record, _call_for(pm, plugin, hook)):
             return
         collected: list[tuple[str, Any]] = []
         for hook, attr in _COLLECTION_HOOKS.items():
-            for group in _call_for(pm, module, hook) or []:
+            for group in _call_for(pm, plugin, hook) or []:
                 collected.extend((attr, spec) for spec in
                                  (group if isinstance(group, (list, tuple)) else [group]))
     except Exception as exc:  # a plugin's bug must not take the others down
@@ -200,7 +200,7 @@ def _register(regs: PluginRegistries, module: ModuleType, name: str, record: Plu
         return
     finally:
         if record.status != "loaded":
-            pm.unregister(module)
+            pm.unregister(plugin)
     for attr, spec in collected:
         if isinstance(spec, KernelProvider) and spec.op in RETIRED_OPS:
             warnings.warn(f"plugin {name!r} provides op {spec.op!r}, which core no longer "
@@ -241,13 +241,13 @@ def discover_plugins() -> PluginRegistries:
             record.error = f"not in {ALLOW_LIST_ENV}={os.environ.get(ALLOW_LIST_ENV)}"
             continue
         try:
-            module = ep.load()
+            plugin = ep.load()
         except Exception as exc:
             record.status = "error"
             record.error = f"plugin {ep.name!r} ({dist_name}) failed to load: {exc!r}"
             record.traceback = traceback.format_exc()
             continue
-        _register(regs, module, ep.name, record)
+        _register(regs, plugin, ep.name, record)
     return regs
 
 

@@ -52,6 +52,8 @@ class PlatformProbe:
 
     `devices` describes the usable devices (e.g. "NVIDIA H200 (141 GiB)"); `reason` says why
     the platform is unusable when `usable` is false. The highest `score` wins `--device auto`.
+    `visible_devices_env` names the environment variables that choose which devices the
+    platform sees (e.g. CUDA_VISIBLE_DEVICES), for `pagoda collect-env`.
     """
 
     name: str
@@ -59,6 +61,7 @@ class PlatformProbe:
     score: int = 0
     devices: tuple[str, ...] = ()
     reason: str | None = None
+    visible_devices_env: tuple[str, ...] = field(default=(), kw_only=True)
 
 
 @dataclass(frozen=True)

@@ -5,6 +5,10 @@ from __future__ import annotations
 import os
 import platform
 
+from pagoda.plugins import PlatformProbe
+
+SCORE = 10
+
 
 def cpu_model() -> str:
     try:
@@ -24,16 +28,6 @@ def core_count() -> int:
         return os.cpu_count() or 1
 
 
-def meminfo() -> dict[str, int]:
-    """/proc/meminfo in bytes (Linux); empty elsewhere."""
-    try:
-        with open("/proc/meminfo") as f:
-            rows = (line.split() for line in f)
-            return {r[0].rstrip(":"): int(r[1]) * 1024 for r in rows if len(r) >= 2}
-    except OSError:
-        return {}
-
-
 def cpu_flags() -> set[str]:
     """Instruction-set flags ("flags" on x86, "Features" on Arm) from /proc/cpuinfo."""
     try:
@@ -49,3 +43,13 @@ def cpu_flags() -> set[str]:
 def has_fast_bf16() -> bool:
     """Whether bfloat16 matmuls run natively (AVX512-BF16, AMX or Arm BF16)."""
     return bool(cpu_flags() & {"avx512_bf16", "amx_bf16", "bf16"})
+
+
+def device_name() -> str:
+    """The CPU model and the cores this process may run on."""
+    return f"{cpu_model()} ({core_count()} cores)"
+
+
+def probe() -> PlatformProbe:
+    """The CPU is always usable, with a score below any accelerator's."""
+    return PlatformProbe("cpu", usable=True, score=SCORE, devices=(device_name(),))

@@ -2,18 +2,16 @@
 
 from __future__ import annotations
 
-import os
-
 import torch
 
 from pagoda.platforms import MemoryInfo, Platform
-from pagoda_cpu.host import core_count, cpu_model, has_fast_bf16, meminfo
+from pagoda.platforms.host_memory import host_memory
+from pagoda_cpu.host import core_count, device_name, has_fast_bf16
 
 
 class CpuPlatform(Platform):
     name = "cpu"
     device_type = "cpu"
-    dispatch_key = "CPU"
     supported_dtypes = (torch.float32, torch.bfloat16, torch.float16)
     distributed_backend = "gloo"
     preferred_attention_backends = ("cpu_sdpa", "reference")
@@ -29,18 +27,13 @@ class CpuPlatform(Platform):
         return 1
 
     def device_name(self, index: int = 0) -> str:
-        return f"{cpu_model()} ({self.core_count()} cores)"
+        return device_name()
 
     def core_count(self) -> int:
         return core_count()
 
     def memory_info(self, index: int = 0) -> MemoryInfo:
-        info = meminfo()
-        if "MemTotal" in info:
-            return MemoryInfo(info["MemTotal"], info.get("MemAvailable", info["MemFree"]))
-        pages, page_size = os.sysconf("SC_PHYS_PAGES"), os.sysconf("SC_PAGE_SIZE")
-        avail = os.sysconf("SC_AVPHYS_PAGES")
-        return MemoryInfo(pages * page_size, avail * page_size)
+        return host_memory()
 
     def default_kv_cache_bytes(self, memory: MemoryInfo) -> int:
         """4 GiB (or half the free memory if less): host memory is shared with everything."""

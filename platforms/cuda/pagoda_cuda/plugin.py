@@ -2,51 +2,22 @@
 
 from __future__ import annotations
 
-from pagoda.kernels.triton_providers import triton_kernel_providers
-from pagoda.plugins import (
-    AttentionBackendSpec,
-    KernelProvider,
-    PlatformProbe,
-    PluginInfo,
-    hookimpl,
-)
+from pagoda.kernels.triton_providers import TritonAvailability, triton_kernel_providers
+from pagoda.plugins import AttentionBackendSpec, PlatformPlugin
 from pagoda_cuda import __version__
 
 PLATFORM = "cuda"
 TARGET_PLUGIN_API = 3  # the pagoda plugin API this package was built against
-_CHECKS = "pagoda_cuda.kernels"
+TRITON = TritonAvailability("cuda", install_triton="pip install triton",
+                            no_device="no CUDA device is visible to torch")
 
-
-@hookimpl
-def pagoda_plugin_info() -> PluginInfo:
-    return PluginInfo("cuda", __version__, TARGET_PLUGIN_API,
-                      "NVIDIA GPUs through PyTorch + Triton", package="pagoda-cuda",
-                      verified_on="one NVIDIA H200 (sm_90, CUDA 13, Triton 3.6): bash ci/gpu.sh")
-
-
-@hookimpl
-def pagoda_platform_probe() -> list[PlatformProbe]:
-    from pagoda_cuda.probe import probe
-
-    return [probe()]
-
-
-@hookimpl
-def pagoda_platform_factory(name: str):
-    if name != PLATFORM:
-        return None
-    from pagoda_cuda.platform import CudaPlatform
-
-    return CudaPlatform()
-
-
-@hookimpl
-def pagoda_attention_backends() -> list[AttentionBackendSpec]:
-    return [AttentionBackendSpec(
-        "triton", "pagoda.kernels.triton.backend:TritonAttentionBackend", (PLATFORM,), priority=10
-    )]
-
-
-@hookimpl
-def pagoda_kernel_providers() -> list[KernelProvider]:
-    return triton_kernel_providers(PLATFORM, _CHECKS)
+plugin = PlatformPlugin(
+    PLATFORM, __version__, api_version=TARGET_PLUGIN_API, package="pagoda-cuda",
+    description="NVIDIA GPUs through PyTorch + Triton",
+    verified_on="one NVIDIA H200 (sm_90, CUDA 13, Triton 3.6): bash ci/gpu.sh",
+    probe="pagoda_cuda.probe:probe", platform="pagoda_cuda.platform:CudaPlatform",
+    attention_backends=[AttentionBackendSpec(
+        "triton", "pagoda.kernels.triton.backend:TritonAttentionBackend", (PLATFORM,),
+        priority=10)],
+    kernel_providers=triton_kernel_providers(PLATFORM, TRITON),
+)

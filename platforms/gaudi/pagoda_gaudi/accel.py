@@ -8,6 +8,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from pagoda.platforms.probing import read_attribute
+
 SYS_CLASS = Path("/sys/class")
 DEV = Path("/dev")
 HABANA_VENDOR_ID = "0x1da3"
@@ -26,22 +28,15 @@ class Card:
         return f"{name} ({self.node}{module})"
 
 
-def _read(path: Path) -> str:
-    try:
-        return path.read_text().strip()
-    except OSError:
-        return ""
-
-
 def _attribute(node: Path, name: str) -> str:
     """A habanalabs attribute, found on the class node or on its PCI device."""
-    return _read(node / name) or _read(node / "device" / name)
+    return read_attribute(node / name) or read_attribute(node / "device" / name)
 
 
 def _is_gaudi(node: Path) -> bool:
     device = node / "device"
     driver = device / "driver"
-    return (_read(device / "vendor").lower() == HABANA_VENDOR_ID
+    return (read_attribute(device / "vendor").lower() == HABANA_VENDOR_ID
             or (driver.exists() and driver.resolve().name == DRIVER))
 
 

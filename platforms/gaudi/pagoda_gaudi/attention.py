@@ -16,7 +16,6 @@ import torch
 
 from pagoda.attention.backend import (
     AttentionBackend,
-    AttentionConfig,
     AttentionImpl,
     AttentionMetadata,
 )
@@ -95,10 +94,8 @@ class FusedSdpaAttentionBackend(AttentionBackend):
     supports_graph_capture = False  # loops over the host's sequence lengths
 
     @classmethod
-    def validate(cls, config: AttentionConfig) -> list[str]:
-        reasons = super().validate(config)
-        missing = sdk_unavailable_reason()
-        return [missing, *reasons] if missing else reasons
+    def unavailable_reason(cls) -> str | None:
+        return sdk_unavailable_reason()
 
     @classmethod
     def get_impl_cls(cls) -> type[AttentionImpl]:

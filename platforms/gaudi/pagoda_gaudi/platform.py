@@ -18,24 +18,13 @@ if TYPE_CHECKING:
 DEFAULT_MEMORY_UTILIZATION = 0.9
 """Share of the card's memory the engine fills unless `--gpu-memory-utilization` says."""
 
-FP8_GENERATIONS = ("GAUDI2", "GAUDI3")
-"""Gaudi 2 and 3 have fp8 matrix engines (e4m3 and e5m2); the first Gaudi has none."""
-
-
-def fp8_dtype_for_device(device_name: str) -> torch.dtype | None:
-    """The fp8 (e4m3) type of a card by the name the runtime reports ("GAUDI2", ...)."""
-    name = device_name.strip().upper()
-    return torch.float8_e4m3fn if name.startswith(FP8_GENERATIONS) else None
-
 
 class GaudiPlatform(Platform):
     name = "gaudi"
     device_type = "hpu"
-    dispatch_key = "HPU"
     supported_dtypes: tuple[torch.dtype, ...] = (torch.bfloat16, torch.float32)
     supports_graph_capture = True
     distributed_backend = "hccl"
-    visible_devices_env = "HABANA_VISIBLE_MODULES"
     preferred_attention_backends = ("fused_sdpa", "reference")
     supported_quant_methods = ("none",)
     executor = "uniproc"
@@ -43,7 +32,6 @@ class GaudiPlatform(Platform):
     def __init__(self, buckets: BucketConfig | None = None) -> None:
         self.buckets = buckets or BucketConfig.from_env()
         self.hpu = hpu()  # importing the bridge registers torch's "hpu" device
-        self.fp8_dtype = fp8_dtype_for_device(self.hpu.get_device_name())
 
     def device_count(self) -> int:
         return self.hpu.device_count()
@@ -75,9 +63,6 @@ class GaudiPlatform(Platform):
     def step_padding(self, limits: StepShape) -> BucketPadding:
         """Every step runs at a bucket's shape, so each shape compiles once."""
         return BucketPadding(self.buckets, limits)
-
-    def torch_device(self, index: int = 0) -> torch.device:
-        return torch.device("hpu", index)
 
     def synchronize(self, index: int = 0) -> None:
         self.hpu.synchronize()

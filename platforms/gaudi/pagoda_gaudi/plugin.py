@@ -3,58 +3,27 @@ load by name."""
 
 from __future__ import annotations
 
-from pagoda.plugins import (
-    AttentionBackendSpec,
-    KernelProvider,
-    PlatformProbe,
-    PluginInfo,
-    hookimpl,
-)
+from pagoda.plugins import AttentionBackendSpec, KernelProvider, PlatformPlugin
 from pagoda_gaudi import __version__
 
 PLATFORM = "gaudi"
 TARGET_PLUGIN_API = 3  # the pagoda plugin API this package was built against
-VERIFIED_ON = ("nothing with a Gaudi card: probe, bucketing, fp8 choice and the paged "
-               "attention glue (torch SDPA standing in) tested on an x86 CPU host")
+VERIFIED_ON = ("nothing with a Gaudi card: probe, bucketing and the paged attention glue "
+               "(torch SDPA standing in) tested on an x86 CPU host")
 _KERNELS = "pagoda_gaudi.kernels"
 FUSED_OPS = ("rms_norm", "fused_add_rms_norm")
 
-
-@hookimpl
-def pagoda_plugin_info() -> PluginInfo:
-    return PluginInfo("gaudi", __version__, TARGET_PLUGIN_API,
-                      "Intel Gaudi (HPU) through habana_frameworks.torch",
-                      package="pagoda-gaudi", verified_on=VERIFIED_ON)
-
-
-@hookimpl
-def pagoda_platform_probe() -> list[PlatformProbe]:
-    from pagoda_gaudi.probe import probe
-
-    return [probe()]
-
-
-@hookimpl
-def pagoda_platform_factory(name: str):
-    if name != PLATFORM:
-        return None
-    from pagoda_gaudi.platform import GaudiPlatform
-
-    return GaudiPlatform()
-
-
-@hookimpl
-def pagoda_attention_backends() -> list[AttentionBackendSpec]:
-    return [AttentionBackendSpec(
+plugin = PlatformPlugin(
+    PLATFORM, __version__, api_version=TARGET_PLUGIN_API, package="pagoda-gaudi",
+    description="Intel Gaudi (HPU) through habana_frameworks.torch", verified_on=VERIFIED_ON,
+    probe="pagoda_gaudi.probe:probe", platform="pagoda_gaudi.platform:GaudiPlatform",
+    attention_backends=[AttentionBackendSpec(
         "fused_sdpa", "pagoda_gaudi.attention:FusedSdpaAttentionBackend", (PLATFORM,),
-        priority=10)]
-
-
-@hookimpl
-def pagoda_kernel_providers() -> list[KernelProvider]:
-    return [
+        priority=10)],
+    kernel_providers=[
         KernelProvider(op, "fused", f"{_KERNELS}:{op}", (PLATFORM,), priority=10,
                        is_available="pagoda_gaudi.sdk:sdk_unavailable_reason",
                        supports=f"{_KERNELS}:supports")
         for op in FUSED_OPS
-    ]
+    ],
+)

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from pathlib import Path
 
+from pagoda.platforms.probing import platform_probe, visible_devices
 from pagoda.plugins import PlatformProbe
 from pagoda_gaudi.accel import DEV, SYS_CLASS, Card, gaudi_cards, node_access_problem, visible_cards
 from pagoda_gaudi.sdk import sdk_missing
@@ -26,18 +26,11 @@ def find_cards(sys_class: Path = SYS_CLASS, dev: Path = DEV,
     access = node_access_problem(cards, dev / dev_dir if dev_dir else dev)
     if access:
         return [], f"Gaudi cards found but not usable: {access}"
-    modules = (os.environ if environ is None else environ).get(VISIBLE_ENV)
-    shown = visible_cards(cards, modules)
-    if not shown:
-        return [], f"{VISIBLE_ENV}={modules!r} hides all {len(cards)} Gaudi cards"
-    return shown, None
+    return visible_devices(cards, VISIBLE_ENV, visible_cards, "Gaudi cards", environ)
 
 
 def probe(sys_class: Path = SYS_CLASS, dev: Path = DEV,
           environ: Mapping[str, str] | None = None) -> PlatformProbe:
     cards, card_problem = find_cards(sys_class, dev, environ)
-    problems = [p for p in (sdk_missing(), card_problem) if p]
-    devices = tuple(c.describe() for c in cards)
-    if problems:
-        return PlatformProbe(PLATFORM, usable=False, devices=devices, reason="; ".join(problems))
-    return PlatformProbe(PLATFORM, usable=True, score=SCORE, devices=devices)
+    return platform_probe(PLATFORM, (c.describe() for c in cards), (sdk_missing(), card_problem),
+                          score=SCORE, visible_devices_env=(VISIBLE_ENV,))

@@ -3,18 +3,17 @@
 from __future__ import annotations
 
 import functools
-import importlib.util
 from typing import Any
+
+from pagoda.platforms.probing import missing_module
 
 SDK_MODULE = "habana_frameworks"
 
 
 def sdk_missing() -> str | None:
     """Why the Gaudi PyTorch bridge is not installed, or None; imports nothing."""
-    if importlib.util.find_spec(SDK_MODULE) is None:
-        return (f"{SDK_MODULE} (the Intel Gaudi PyTorch bridge) is not installed; it comes "
-                "with the Intel Gaudi software stack, not from PyPI")
-    return None
+    return missing_module(SDK_MODULE, "it comes with the Intel Gaudi software stack, not from "
+                                      "PyPI", what="the Intel Gaudi PyTorch bridge")
 
 
 @functools.cache

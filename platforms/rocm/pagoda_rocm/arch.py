@@ -1,16 +1,8 @@
-"""What an AMD GPU architecture (its gfx target) implies: wavefront width and fp8 format."""
+"""What an AMD GPU architecture (its gfx target) implies: its generation and wavefront width."""
 
 from __future__ import annotations
 
 import re
-
-import torch
-
-FNUZ_FP8_ARCHS = ("gfx940", "gfx941", "gfx942")
-"""MI300 (CDNA3): fp8 e4m3 "fnuz" (no negative zero, no infinities, bias 8)."""
-
-OCP_FP8_ARCHS = ("gfx950",)
-"""MI350 (CDNA4): OCP fp8 e4m3fn, as do all RDNA4 (gfx12xx) GPUs."""
 
 
 def base_arch(name: str) -> str:
@@ -28,13 +20,3 @@ def wavefront_size(arch: str) -> int:
     """Threads per wavefront: 64 on GCN/CDNA (gfx9 and older), 32 on RDNA (gfx10 onwards,
     as Triton compiles for them)."""
     return 32 if gfx_major(arch) >= 10 else 64
-
-
-def fp8_dtype_for_arch(arch: str) -> torch.dtype | None:
-    """The fp8 (e4m3) type the GPU's matrix cores take, or None when it has none."""
-    arch = base_arch(arch)
-    if arch in FNUZ_FP8_ARCHS:
-        return torch.float8_e4m3fnuz
-    if arch in OCP_FP8_ARCHS or gfx_major(arch) == 12:
-        return torch.float8_e4m3fn
-    return None

@@ -15,6 +15,11 @@ from pathlib import Path
 
 KFD_NODES = Path("/sys/class/kfd/kfd/topology/nodes")
 DEV_KFD = Path("/dev/kfd")
+VISIBLE_DEVICES_ENV_LEVELS = (("ROCR_VISIBLE_DEVICES",),
+                              ("HIP_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES"))
+"""The variables that choose the GPUs HIP shows, in the order they apply: ROCr's, then
+HIP's (CUDA's where HIP's is unset) indexing what ROCr left."""
+VISIBLE_DEVICES_ENV = tuple(name for level in VISIBLE_DEVICES_ENV_LEVELS for name in level)
 
 
 @dataclass(frozen=True)
@@ -108,7 +113,7 @@ def visible_gpus(gpus: list[GpuInfo],
     first, then HIP_VISIBLE_DEVICES (or, when that is unset, CUDA_VISIBLE_DEVICES) indexing
     what ROCr left."""
     shown, used = list(gpus), []
-    for names in (("ROCR_VISIBLE_DEVICES",), ("HIP_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES")):
+    for names in VISIBLE_DEVICES_ENV_LEVELS:
         name = next((n for n in names if n in environ), None)
         if name is not None:
             shown = _select(shown, environ[name])

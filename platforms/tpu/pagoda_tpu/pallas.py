@@ -78,12 +78,16 @@ class PallasAttentionBackend(AttentionBackend):
     needs_zeroed_cache = True  # as the xla backend's: the kernel is unverified
 
     @classmethod
+    def unavailable_reason(cls) -> str | None:
+        if xr.device_type() != "TPU":
+            return f"needs a real TPU (PJRT device is {xr.device_type()})"
+        if importlib.util.find_spec("jax") is None:
+            return "needs JAX for the Pallas kernel: pip install 'pagoda-tpu[tpu]'"
+        return None
+
+    @classmethod
     def validate(cls, config: AttentionConfig) -> list[str]:
         reasons = super().validate(config)
-        if xr.device_type() != "TPU":
-            reasons.append(f"needs a real TPU (PJRT device is {xr.device_type()})")
-        if importlib.util.find_spec("jax") is None:
-            reasons.append("needs JAX for the Pallas kernel: pip install 'pagoda-tpu[tpu]'")
         if config.head_size % HEAD_SIZE_MULTIPLE:
             reasons.append(f"head size {config.head_size} is not a multiple of "
                            f"{HEAD_SIZE_MULTIPLE}")

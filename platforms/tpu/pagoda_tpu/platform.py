@@ -9,7 +9,6 @@ and sampling happens on the host (`samples_on_host`).
 from __future__ import annotations
 
 import logging
-import os
 
 import torch
 import torch_xla
@@ -17,6 +16,7 @@ import torch_xla.core.xla_model as xm
 import torch_xla.runtime as xr
 
 from pagoda.platforms import MemoryInfo, Platform
+from pagoda.platforms.host_memory import host_memory
 from pagoda.platforms.step_padding import StepShape
 from pagoda_tpu.compile_cache import initialize_compile_cache
 from pagoda_tpu.shapes import StaticShapeConfig, StepShapes, buckets
@@ -27,25 +27,11 @@ HOST_KV_CACHE_CAP = 4 * 2**30
 """On XLA's CPU device the cache lives in host memory, shared with everything else."""
 
 
-def host_memory() -> MemoryInfo:
-    """Total and available host memory (/proc/meminfo, else sysconf)."""
-    try:
-        with open("/proc/meminfo") as f:
-            info = {row[0].rstrip(":"): int(row[1]) * 1024 for row in map(str.split, f)
-                    if len(row) >= 2}
-        return MemoryInfo(info["MemTotal"], info.get("MemAvailable", info["MemFree"]))
-    except (OSError, KeyError, ValueError):
-        page = os.sysconf("SC_PAGE_SIZE")
-        return MemoryInfo(os.sysconf("SC_PHYS_PAGES") * page, os.sysconf("SC_AVPHYS_PAGES") * page)
-
-
 class TpuPlatform(Platform):
     name = "tpu"
     device_type = "xla"
-    dispatch_key = "XLA"
     supported_dtypes: tuple[torch.dtype, ...] = (torch.bfloat16, torch.float32)
     distributed_backend = "xla"
-    visible_devices_env = "TPU_VISIBLE_CHIPS"
     preferred_attention_backends = ("pallas", "xla")
     supported_quant_methods = ("none",)
     executor = "uniproc"

@@ -8,13 +8,13 @@ Google TPU PCI device, `/dev/accel[0-9]*` nodes (TPU v2-v4), a `/dev/vfio` group
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import re
 from collections.abc import Mapping
 from importlib import metadata
 from pathlib import Path
 
+from pagoda.platforms.probing import missing_module, platform_probe, read_attribute
 from pagoda.plugins import PlatformProbe
 
 PLATFORM = "tpu"
@@ -23,6 +23,7 @@ XLA_CPU_SCORE = 2  # below pagoda-cpu (10): `--device auto` never picks XLA's CP
 PINS = "torch==2.9.0 torch-xla==2.9.0"
 INSTALL_HINT = f"pip install pagoda-tpu's pins ({PINS}), e.g. pip install pagoda-tpu"
 XLA_CPU_DEVICE = "XLA's CPU device (PJRT_DEVICE=CPU): for testing, not a TPU"
+VISIBLE_DEVICES_ENV = ("TPU_VISIBLE_CHIPS",)
 
 GOOGLE_PCI_VENDOR = "0x1ae0"
 TPU_PCI_DEVICES = frozenset({"0x0027", "0x005e", "0x0062", "0x0063", "0x006f", "0x0076"})
@@ -31,8 +32,9 @@ TPU_PCI_DEVICES = frozenset({"0x0027", "0x005e", "0x0062", "0x0063", "0x006f", "
 
 def torch_xla_problem() -> str | None:
     """Why torch_xla cannot be imported here (read from package metadata), or None."""
-    if importlib.util.find_spec("torch_xla") is None:
-        return f"torch_xla is not installed: {INSTALL_HINT}"
+    missing = missing_module("torch_xla", INSTALL_HINT)
+    if missing:
+        return missing
     try:
         xla, torch = metadata.version("torch-xla"), metadata.version("torch")
     except metadata.PackageNotFoundError as exc:
@@ -50,11 +52,8 @@ def _tpu_pci_devices(devices_dir: Path) -> list[str]:
     """"<PCI address> (<vendor>:<device>)" of each TPU chip under a sysfs devices folder."""
     found = []
     for vendor_file in sorted(devices_dir.glob("*/vendor")):
-        try:
-            vendor = vendor_file.read_text().strip()
-            device = (vendor_file.parent / "device").read_text().strip()
-        except OSError:
-            continue
+        vendor = read_attribute(vendor_file)
+        device = read_attribute(vendor_file.parent / "device")
         if vendor == GOOGLE_PCI_VENDOR and device in TPU_PCI_DEVICES:
             found.append(f"{vendor_file.parent.name} ({vendor[2:]}:{device[2:]})")
     return found
@@ -77,20 +76,25 @@ def find_tpus(root: Path = Path("/"), env: Mapping[str, str] = os.environ) -> li
     return []
 
 
-def probe(root: Path = Path("/"), env: Mapping[str, str] = os.environ) -> PlatformProbe:
-    problem = torch_xla_problem()
-    if problem:
-        return PlatformProbe(PLATFORM, usable=False, reason=problem)
+def xla_devices(root: Path = Path("/"),
+                env: Mapping[str, str] = os.environ) -> tuple[list[str], str | None]:
+    """The devices torch-xla would run on here, as PJRT_DEVICE chooses, or why there are none."""
     pjrt = env.get("PJRT_DEVICE", "").strip().upper()
     if pjrt == "CPU":
-        return PlatformProbe(PLATFORM, usable=True, score=XLA_CPU_SCORE, devices=(XLA_CPU_DEVICE,))
+        return [XLA_CPU_DEVICE], None
     if pjrt not in ("", "TPU"):
-        return PlatformProbe(PLATFORM, usable=False, reason=(
-            f"PJRT_DEVICE={pjrt}: pagoda-tpu runs on TPUs (PJRT_DEVICE=TPU or unset) or, "
-            "for testing, on XLA's CPU device (PJRT_DEVICE=CPU)"))
+        return [], (f"PJRT_DEVICE={pjrt}: pagoda-tpu runs on TPUs (PJRT_DEVICE=TPU or unset) "
+                    "or, for testing, on XLA's CPU device (PJRT_DEVICE=CPU)")
     chips = find_tpus(root, env)
     if not chips:
-        return PlatformProbe(PLATFORM, usable=False, reason=(
-            "no TPU found (no Google TPU PCI device, /dev/accel[0-9] or /dev/vfio TPU group, "
-            "no TPU_ACCELERATOR_TYPE); set PJRT_DEVICE=CPU to use XLA's CPU device for testing"))
-    return PlatformProbe(PLATFORM, usable=True, score=TPU_SCORE, devices=tuple(chips))
+        return [], ("no TPU found (no Google TPU PCI device, /dev/accel[0-9] or /dev/vfio TPU "
+                    "group, no TPU_ACCELERATOR_TYPE); set PJRT_DEVICE=CPU to use XLA's CPU "
+                    "device for testing")
+    return chips, None
+
+
+def probe(root: Path = Path("/"), env: Mapping[str, str] = os.environ) -> PlatformProbe:
+    devices, device_problem = xla_devices(root, env)
+    score = XLA_CPU_SCORE if devices == [XLA_CPU_DEVICE] else TPU_SCORE
+    return platform_probe(PLATFORM, devices, (torch_xla_problem(), device_problem), score=score,
+                          visible_devices_env=VISIBLE_DEVICES_ENV)

@@ -8,6 +8,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from pagoda.platforms.probing import read_attribute
+
 SYS_DRM = Path("/sys/class/drm")
 DEV_DRI = Path("/dev/dri")
 INTEL_VENDOR_ID = "0x8086"
@@ -24,13 +26,6 @@ class GpuInfo:
         return f"Intel GPU [8086:{self.device_id.removeprefix('0x')}] ({self.render_node}{driver})"
 
 
-def _read(path: Path) -> str:
-    try:
-        return path.read_text().strip()
-    except OSError:
-        return ""
-
-
 def intel_gpus(sys_drm: Path = SYS_DRM) -> list[GpuInfo] | None:
     """Intel render nodes in minor-number order (Level Zero's order for one driver);
     None without the DRM class (no GPU driver at all)."""
@@ -41,10 +36,10 @@ def intel_gpus(sys_drm: Path = SYS_DRM) -> list[GpuInfo] | None:
     gpus = []
     for node in nodes:
         device = node / "device"
-        if _read(device / "vendor").lower() != INTEL_VENDOR_ID:
+        if read_attribute(device / "vendor").lower() != INTEL_VENDOR_ID:
             continue
         driver = device / "driver"
-        gpus.append(GpuInfo(node.name, _read(device / "device").lower(),
+        gpus.append(GpuInfo(node.name, read_attribute(device / "device").lower(),
                             driver.resolve().name if driver.exists() else ""))
     return gpus
 

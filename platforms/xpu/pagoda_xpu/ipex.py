@@ -2,18 +2,17 @@
 
 from __future__ import annotations
 
-import importlib.util
 from typing import Any
+
+from pagoda.platforms.probing import missing_module
 
 IPEX_MODULE = "intel_extension_for_pytorch"
 
 
 def ipex_unavailable_reason() -> str | None:
     """None when IPEX can be imported here, else why not; cheap (imports nothing)."""
-    if importlib.util.find_spec(IPEX_MODULE) is None:
-        return (f"{IPEX_MODULE} is not installed (its XPU wheels come from Intel's package "
-                "index, see https://pytorch-extension.intel.com)")
-    return None
+    return missing_module(IPEX_MODULE, "its XPU wheels come from Intel's package index, see "
+                                       "https://pytorch-extension.intel.com")
 
 
 def paged_attention_ops() -> Any:

@@ -15,7 +15,6 @@ import torch
 
 from pagoda.attention.backend import (
     AttentionBackend,
-    AttentionConfig,
     AttentionImpl,
     AttentionMetadata,
     AttentionMetadataBuilder,
@@ -73,10 +72,8 @@ class IpexAttentionBackend(AttentionBackend):
     supports_graph_capture = False  # not known to be capturable in XPU (SYCL) graphs
 
     @classmethod
-    def validate(cls, config: AttentionConfig) -> list[str]:
-        reasons = super().validate(config)
-        missing = ipex_unavailable_reason()
-        return [missing, *reasons] if missing else reasons
+    def unavailable_reason(cls) -> str | None:
+        return ipex_unavailable_reason()
 
     @classmethod
     def get_impl_cls(cls) -> type[AttentionImpl]:

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import importlib.util
-import os
-import re
 from collections.abc import Mapping
 from pathlib import Path
 
+from pagoda.platforms import probing
 from pagoda.plugins import PlatformProbe
 from pagoda_xpu.drm import DEV_DRI, SYS_DRM, GpuInfo, intel_gpus, node_access_problem, visible_gpus
 
@@ -19,21 +17,9 @@ AFFINITY_ENV = "ZE_AFFINITY_MASK"
 def torch_build_problem(torch_dir: Path | None = None) -> str | None:
     """Why the installed torch cannot run on Intel GPUs (read from torch/version.py, where
     an XPU build sets `xpu`), or None."""
-    if torch_dir is None:
-        spec = importlib.util.find_spec("torch")
-        if spec is None or not spec.submodule_search_locations:
-            return "torch is not installed"
-        torch_dir = Path(next(iter(spec.submodule_search_locations)))
-    try:
-        text = (torch_dir / "version.py").read_text()
-    except OSError:
-        return None  # cannot tell cheaply; the platform finds out when it starts
-    if re.search(r"^xpu\b[^=\n]*=\s*['\"]", text, re.M):
-        return None
-    version = re.search(r"^__version__\s*=\s*['\"]([^'\"]+)", text, re.M)
-    return (f"torch {version.group(1) if version else '(unknown version)'} is not an XPU "
-            "build (torch.version.xpu is None); install one from "
-            "https://download.pytorch.org/whl/xpu")
+    return probing.torch_build_problem(
+        "xpu", "is not an XPU build (torch.version.xpu is None); install one from "
+               "https://download.pytorch.org/whl/xpu", torch_dir)
 
 
 def find_gpus(sys_drm: Path = SYS_DRM, dev_dri: Path = DEV_DRI,
@@ -47,19 +33,13 @@ def find_gpus(sys_drm: Path = SYS_DRM, dev_dri: Path = DEV_DRI,
     access = node_access_problem(gpus, dev_dri)
     if access:
         return [], f"Intel GPUs found but not usable: {access}"
-    mask = (os.environ if environ is None else environ).get(AFFINITY_ENV)
-    shown = visible_gpus(gpus, mask)
-    if not shown:
-        return [], f"{AFFINITY_ENV}={mask!r} hides all {len(gpus)} Intel GPUs"
-    return shown, None
+    return probing.visible_devices(gpus, AFFINITY_ENV, visible_gpus, "Intel GPUs", environ)
 
 
 def probe(sys_drm: Path = SYS_DRM, dev_dri: Path = DEV_DRI,
           environ: Mapping[str, str] | None = None,
           torch_dir: Path | None = None) -> PlatformProbe:
     gpus, gpu_problem = find_gpus(sys_drm, dev_dri, environ)
-    problems = [p for p in (torch_build_problem(torch_dir), gpu_problem) if p]
-    devices = tuple(g.describe() for g in gpus)
-    if problems:
-        return PlatformProbe(PLATFORM, usable=False, devices=devices, reason="; ".join(problems))
-    return PlatformProbe(PLATFORM, usable=True, score=SCORE, devices=devices)
+    return probing.platform_probe(
+        PLATFORM, (g.describe() for g in gpus), (torch_build_problem(torch_dir), gpu_problem),
+        score=SCORE, visible_devices_env=(AFFINITY_ENV,))

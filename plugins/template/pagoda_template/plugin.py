@@ -2,13 +2,7 @@
 
 from __future__ import annotations
 
-from pagoda.plugins import (
-    AttentionBackendSpec,
-    KernelProvider,
-    PlatformProbe,
-    PluginInfo,
-    hookimpl,
-)
+from pagoda.plugins import AttentionBackendSpec, KernelProvider, PlatformPlugin, PlatformProbe
 from pagoda_template import __version__
 
 PLATFORM = "template"
@@ -23,40 +17,22 @@ _OPS = "pagoda_template.ops"
 OPS = ("rms_norm", "fused_add_rms_norm", "rotary_embedding", "silu_and_mul", "gelu_and_mul")
 
 
-@hookimpl
-def pagoda_plugin_info() -> PluginInfo:
-    return PluginInfo("template", __version__, TARGET_PLUGIN_API, "Template platform (host CPU)",
-                      package="pagoda-plugin-template",
-                      verified_on="the host CPU (x86-64), which is what it targets")
+def probe() -> PlatformProbe:
+    # A real plugin checks cheaply for its hardware here and reports why it is missing
+    # (see `pagoda.platforms.probing`). The template always works, with a score below `cpu`
+    # so `auto` prefers the real one.
+    return PlatformProbe(PLATFORM, usable=True, score=1, devices=("host CPU (template)",))
 
 
-@hookimpl
-def pagoda_platform_probe() -> list[PlatformProbe]:
-    # A real plugin checks cheaply for its hardware here and reports why it is missing.
-    # The template always works, with a score below `cpu` so `auto` prefers the real one.
-    return [PlatformProbe(PLATFORM, usable=True, score=1, devices=("host CPU (template)",))]
-
-
-@hookimpl
-def pagoda_platform_factory(name: str):
-    if name != PLATFORM:
-        return None
-    from pagoda_template.platform import TemplatePlatform
-
-    return TemplatePlatform()
-
-
-@hookimpl
-def pagoda_attention_backends() -> list[AttentionBackendSpec]:
-    return [AttentionBackendSpec(
-        "template", "pagoda_template.attention:TemplateAttentionBackend", (PLATFORM,), priority=5
-    )]
-
-
-@hookimpl
-def pagoda_kernel_providers() -> list[KernelProvider]:
-    return [
-        KernelProvider(op, "template", f"{_OPS}:{op}", (PLATFORM,), priority=5,
-                       is_available=f"{_OPS}:is_available")
-        for op in OPS
-    ]
+plugin = PlatformPlugin(
+    PLATFORM, __version__, api_version=TARGET_PLUGIN_API, package="pagoda-plugin-template",
+    description="Template platform (host CPU)",
+    verified_on="the host CPU (x86-64), which is what it targets",
+    probe=probe, platform="pagoda_template.platform:TemplatePlatform",
+    attention_backends=[AttentionBackendSpec(
+        "template", "pagoda_template.attention:TemplateAttentionBackend", (PLATFORM,),
+        priority=5)],
+    kernel_providers=[KernelProvider(op, "template", f"{_OPS}:{op}", (PLATFORM,), priority=5,
+                                     is_available=f"{_OPS}:is_available")
+                      for op in OPS],
+)

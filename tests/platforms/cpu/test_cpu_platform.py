@@ -27,14 +27,14 @@ def _proc_meminfo_kib(field: str) -> int:
 
 def test_capabilities(cpu: Platform) -> None:
     assert type(cpu).__name__ == "CpuPlatform"
-    assert (cpu.name, cpu.device_type, cpu.dispatch_key) == ("cpu", "cpu", "CPU")
+    assert (cpu.name, cpu.device_type) == ("cpu", "cpu")
     assert cpu.supported_dtypes == (torch.float32, torch.bfloat16, torch.float16)
     with open("/proc/cpuinfo") as f:
         native_bf16 = any(flag in f.read().split() for flag in ("avx512_bf16", "amx_bf16"))
     assert cpu.default_dtype == (torch.bfloat16 if native_bf16 else torch.float32)
     assert cpu.distributed_backend == "gloo"
     assert cpu.preferred_attention_backends[0] == "cpu_sdpa"
-    assert cpu.supports_graph_capture is False and cpu.fp8_dtype is None
+    assert cpu.supports_graph_capture is False and cpu.graph_capture() is None
     assert cpu.torch_device(0) == torch.device("cpu")
 
 
@@ -65,4 +65,5 @@ def test_describe_is_plain_data(cpu: Platform) -> None:
 def test_probe_matches_platform(cpu: Platform) -> None:
     probe = get_registries().probes.get("cpu").spec
     assert probe.usable and probe.score == 10 and probe.reason is None
+    assert probe.visible_devices_env == ()
     assert probe.devices == (cpu.device_name(),)

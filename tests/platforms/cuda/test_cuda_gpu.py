@@ -20,6 +20,7 @@ from pagoda.kernels.triton_providers import TRITON_OPS  # noqa: E402
 from pagoda.ops import OPS, OpTable  # noqa: E402
 from pagoda.platforms import Platform, resolve_platform  # noqa: E402
 from pagoda.platforms.platform import budget_within_utilization  # noqa: E402
+from pagoda.plugins import get_registries  # noqa: E402
 from pagoda.testing import (  # noqa: E402
     DTYPES,
     BackendEntry,
@@ -50,15 +51,16 @@ def cuda() -> Platform:
 
 
 def test_capabilities(cuda: Platform) -> None:
-    assert (cuda.name, cuda.device_type, cuda.dispatch_key) == ("cuda", "cuda", "CUDA")
+    assert (cuda.name, cuda.device_type) == ("cuda", "cuda")
     major, minor = torch.cuda.get_device_capability(0)
     assert cuda.supported_dtypes[0] == (torch.bfloat16 if major >= 8 else torch.float16)
-    assert cuda.fp8_dtype == (torch.float8_e4m3fn if (major, minor) >= (8, 9) else None)
     assert cuda.supports_graph_capture and cuda.distributed_backend == "nccl"
-    assert cuda.visible_devices_env == "CUDA_VISIBLE_DEVICES"
+    assert get_registries().probes.get("cuda").spec.visible_devices_env == (
+        "CUDA_VISIBLE_DEVICES",)
     assert cuda.preferred_attention_backends[0] == "triton"
     assert cuda.device_count() == torch.cuda.device_count()
-    assert torch.cuda.get_device_name(0) in cuda.device_name(0)
+    assert cuda.device_name(0).startswith(f"{torch.cuda.get_device_name(0)} (")
+    assert cuda.device_name(0).endswith(f" GiB, sm_{major}{minor})")
     assert cuda.torch_device(1) == torch.device("cuda", 1)
     described = json.loads(json.dumps(cuda.describe()))
     assert described["capability"] == f"{major}.{minor}"

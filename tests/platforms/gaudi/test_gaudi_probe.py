@@ -38,7 +38,7 @@ def test_probe_on_this_machine_imports_nothing_heavy_and_says_why() -> None:
         pytest.skip("the Gaudi SDK is installed: the probe may be usable here")
     assert not found["usable"] and found["score"] == 0
     assert found["reason"].startswith(
-        "habana_frameworks (the Intel Gaudi PyTorch bridge) is not installed; it comes with "
+        "habana_frameworks (the Intel Gaudi PyTorch bridge) is not installed: it comes with "
         "the Intel Gaudi software stack, not from PyPI")
 
 
@@ -95,6 +95,7 @@ def test_probe_with_fake_cards(accel_host: tuple[Path, Path],
     monkeypatch.setattr(probe, "sdk_missing", lambda: None)  # as if the SDK were installed
     found = probe.probe(sys_class, dev, environ={})
     assert (found.name, found.usable, found.score, found.reason) == ("gaudi", True, 100, None)
+    assert found.visible_devices_env == ("HABANA_VISIBLE_MODULES",)
     assert found.devices == ("GAUDI2 (accel0, module 3)", "GAUDI2 (accel10, module 5)")
 
 

@@ -1,6 +1,6 @@
 """pagoda-rocm on a machine without an AMD GPU: the registration (plugins list, --device
-error, op fallback), the choices made from an architecture name (fp8 type, wavefront width,
-launch parameters), the KV cache budget, and the ROCm kernel wrappers run in Triton's CPU
+error, op fallback), the choices made from an architecture name (wavefront width, launch
+parameters), the KV cache budget, and the ROCm kernel wrappers run in Triton's CPU
 interpreter (which ignores launch parameters: that is what compile_rocm.py checks)."""
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from pagoda.kernels.triton.launch import DEFAULT_LAUNCH, LaunchParams, TritonLau
 from pagoda.kernels.triton_providers import TRITON_OPS  # noqa: E402
 from pagoda.ops import OPS, OpTable  # noqa: E402
 from pagoda.platforms import MemoryInfo  # noqa: E402
-from pagoda_rocm.arch import fp8_dtype_for_arch, gfx_major, wavefront_size  # noqa: E402
+from pagoda_rocm.arch import gfx_major, wavefront_size  # noqa: E402
 from pagoda_rocm.launch import launch_for_arch  # noqa: E402
 from pagoda_rocm.platform import RocmPlatform  # noqa: E402
 
@@ -38,23 +38,6 @@ def _installed() -> bool:
 needs_install = pytest.mark.skipif(
     not _installed(), reason="pagoda-rocm is not installed: pip install -e platforms/rocm")
 no_amd_gpu = pytest.mark.skipif(HAS_ROCM, reason="an AMD GPU is visible")
-
-
-@pytest.mark.parametrize(("arch", "fp8"), [
-    ("gfx942", torch.float8_e4m3fnuz),  # MI300X/MI300A/MI325X
-    ("gfx942:sramecc+:xnack-", torch.float8_e4m3fnuz),  # as gcnArchName reports it
-    ("gfx940", torch.float8_e4m3fnuz),
-    ("gfx950", torch.float8_e4m3fn),  # MI350X/MI355X
-    ("gfx1200", torch.float8_e4m3fn),  # RDNA4
-    ("gfx1201", torch.float8_e4m3fn),
-    ("gfx90a", None),  # MI200
-    ("gfx908", None),  # MI100
-    ("gfx1100", None),  # RDNA3
-    ("gfx1151", None),
-    ("unknown", None),
-])
-def test_fp8_dtype_by_arch(arch: str, fp8: torch.dtype | None) -> None:
-    assert fp8_dtype_for_arch(arch) is fp8
 
 
 @pytest.mark.parametrize(("arch", "major", "wavefront"), [
@@ -79,12 +62,10 @@ def test_launch_parameters_keep_threads_per_program() -> None:
 
 
 def test_capabilities_as_data() -> None:
-    assert (RocmPlatform.name, RocmPlatform.device_type, RocmPlatform.dispatch_key) == (
-        "rocm", "cuda", "CUDA")
+    assert (RocmPlatform.name, RocmPlatform.device_type) == ("rocm", "cuda")
     assert RocmPlatform.supported_dtypes == (torch.bfloat16, torch.float16, torch.float32)
     assert RocmPlatform.distributed_backend == "nccl"
-    assert RocmPlatform.supports_graph_capture
-    assert RocmPlatform.visible_devices_env == "HIP_VISIBLE_DEVICES"
+    assert RocmPlatform.supports_graph_capture and RocmPlatform.graph_class == "CUDAGraph"
     assert RocmPlatform.preferred_attention_backends[0] == "triton"
 
 
@@ -136,15 +117,18 @@ def test_ops_fall_back_to_the_references_without_an_amd_gpu() -> None:
 
 @needs_install
 def test_kernel_checks() -> None:
-    from pagoda_rocm import kernels
+    from pagoda.plugins import get_registries, load_target
+    from pagoda_rocm.probe import torch_build_problem
 
-    assert kernels.supports(dtype=torch.bfloat16, kv_cache_dtype=torch.bfloat16, head_size=128)
-    assert not kernels.supports(dtype=torch.float64)
-    assert not kernels.supports(dtype=torch.float16, head_size=512)
+    [entry, *_] = [e for e in get_registries().kernels if e.plugin == "rocm"]
+    supports = load_target(entry.spec.supports)
+    assert supports(dtype=torch.bfloat16, kv_cache_dtype=torch.bfloat16, head_size=128)
+    assert not supports(dtype=torch.float64)
+    assert not supports(dtype=torch.float16, head_size=512)
     if not HAS_ROCM:
-        assert kernels.unavailable_reason() in (
-            f"torch {torch.__version__} is not a ROCm build",
-            "triton is not installed (ROCm builds of torch bring pytorch-triton-rocm)")
+        assert load_target(entry.spec.is_available)() in (
+            torch_build_problem(),
+            "triton is not installed: ROCm builds of torch bring pytorch-triton-rocm")
 
 
 @needs_install

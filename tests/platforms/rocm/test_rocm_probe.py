@@ -99,6 +99,8 @@ def test_probe_with_a_fake_rocm_host(host: tuple[Path, Path], tmp_path: Path) ->
     found = probe(nodes, dev_kfd, environ={}, torch_dir=tmp_path / "torch")
     assert (found.name, found.usable, found.score, found.reason) == ("rocm", True, 100, None)
     assert found.devices == ("AMD GPU (gfx942, 192 GiB)",) * 2 + ("AMD GPU (gfx90a)",)
+    assert found.visible_devices_env == ("ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES",
+                                         "CUDA_VISIBLE_DEVICES")
 
 
 def test_probe_names_every_problem(host: tuple[Path, Path], tmp_path: Path) -> None:

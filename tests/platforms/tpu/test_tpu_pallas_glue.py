@@ -25,6 +25,10 @@ class HostPallasBackend(PallasAttentionBackend):
     """The pallas backend less its "real TPU, JAX, head size" checks."""
 
     @classmethod
+    def unavailable_reason(cls) -> str | None:
+        return None
+
+    @classmethod
     def validate(cls, config: AttentionConfig) -> list[str]:
         return super(PallasAttentionBackend, cls).validate(config)
 

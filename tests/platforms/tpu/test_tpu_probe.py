@@ -117,6 +117,7 @@ def test_probe_with_a_tpu(tmp_path: Path, pjrt: str) -> None:
     (tmp_path / "dev/accel0").touch()
     found = probe(tmp_path, {"PJRT_DEVICE": pjrt} if pjrt else {})
     assert (found.usable, found.score, found.devices) == (True, 90, ("Google TPU chip /dev/accel0",))
+    assert found.visible_devices_env == ("TPU_VISIBLE_CHIPS",)
 
 
 @pytest.mark.usefixtures("xla_installed")

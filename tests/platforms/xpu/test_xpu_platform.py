@@ -64,12 +64,10 @@ def test_distributed_backend_choice(torch_version: tuple[int, int], xccl: bool, 
 
 
 def test_capabilities_as_data() -> None:
-    assert (XpuPlatform.name, XpuPlatform.device_type, XpuPlatform.dispatch_key) == (
-        "xpu", "xpu", "XPU")
+    assert (XpuPlatform.name, XpuPlatform.device_type) == ("xpu", "xpu")
     assert XpuPlatform.supported_dtypes == (torch.bfloat16, torch.float16, torch.float32)
-    assert XpuPlatform.visible_devices_env == "ZE_AFFINITY_MASK"
+    assert XpuPlatform.graph_class == "XPUGraph"
     assert XpuPlatform.preferred_attention_backends == ("ipex", "triton", "reference")
-    assert XpuPlatform.fp8_dtype is None
 
 
 def test_ipex_metadata_adds_cumulative_key_lengths() -> None:
@@ -105,16 +103,18 @@ def test_ipex_backend_validation() -> None:
     assert any(r.startswith("dtype torch.float32 not in") for r in reasons)
     assert any(r.startswith("head size 48 not in") for r in reasons)
     if not HAS_IPEX:
-        assert reasons[0].startswith("intel_extension_for_pytorch is not installed")
+        assert reasons[0] == ("intel_extension_for_pytorch is not installed: its XPU wheels "
+                              "come from Intel's package index, see "
+                              "https://pytorch-extension.intel.com")
 
 
 def test_ipex_backend_is_registered_only_with_ipex(monkeypatch: pytest.MonkeyPatch) -> None:
     from pagoda_xpu import ipex
 
-    names = [b.name for b in plugin.pagoda_attention_backends()]
+    names = [b.name for b in plugin.plugin.pagoda_attention_backends()]
     assert names == (["triton", "ipex"] if HAS_IPEX else ["triton"])
     monkeypatch.setattr(ipex, "ipex_unavailable_reason", lambda: None)
-    [_, spec] = plugin.pagoda_attention_backends()
+    [_, spec] = plugin.plugin.pagoda_attention_backends()
     assert (spec.name, spec.backend, spec.platforms) == (
         "ipex", "pagoda_xpu.ipex_attention:IpexAttentionBackend", ("xpu",))
 
@@ -151,17 +151,19 @@ def test_asking_for_xpu_without_an_intel_gpu_says_why() -> None:
 @needs_install
 @pytest.mark.skipif(HAS_XPU, reason="an Intel GPU is visible")
 def test_ops_fall_back_to_the_references_without_an_intel_gpu() -> None:
-    from pagoda_xpu import kernels
+    from pagoda.plugins import get_registries, load_target
 
     assert OpTable("xpu", dtype=torch.bfloat16).providers == {op: "core/reference"
                                                               for op in OPS}
-    assert kernels.unavailable_reason() in (
+    [entry, *_] = [e for e in get_registries().kernels if e.plugin == "xpu"]
+    assert load_target(entry.spec.is_available)() in (
         "no Intel GPU is visible to torch (XPU)",
-        "triton is not installed (XPU builds of torch bring pytorch-triton-xpu)",
+        "triton is not installed: XPU builds of torch bring pytorch-triton-xpu",
         "the installed triton has no Intel XPU backend (install pytorch-triton-xpu, which "
         "comes with XPU builds of torch, instead of PyPI's triton)")
-    assert kernels.supports(dtype=torch.float16, head_size=256)
-    assert not kernels.supports(dtype=torch.float64)
+    supports = load_target(entry.spec.supports)
+    assert supports(dtype=torch.float16, head_size=256)
+    assert not supports(dtype=torch.float64)
 
 
 def test_decisions_from_what_is_installed() -> None:

@@ -87,6 +87,7 @@ def test_probe_with_a_fake_intel_host(host: tuple[Path, Path], tmp_path: Path) -
     assert (found.name, found.usable, found.score, found.reason) == ("xpu", True, 100, None)
     assert found.devices == ("Intel GPU [8086:0bd5] (renderD128, i915)",
                              "Intel GPU [8086:e20b] (renderD130, xe)")
+    assert found.visible_devices_env == ("ZE_AFFINITY_MASK",)
 
 
 @pytest.mark.parametrize(("mask", "expected"), [

@@ -18,8 +18,7 @@ from pagoda.attention.backend import (
 from pagoda.kernels.triton.attention import TILE_N, num_kv_splits, paged_attention
 from pagoda.kernels.triton.kv_cache import write_kv_cache
 from pagoda.kernels.triton.launch import DEFAULT_LAUNCH, TritonLaunch
-
-MAX_HEAD_SIZE = 256
+from pagoda.kernels.triton_support import MAX_HEAD_SIZE
 
 
 class TritonAttentionImpl(AttentionImpl):
