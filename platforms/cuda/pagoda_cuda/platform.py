@@ -18,8 +18,6 @@ class CudaPlatform(AcceleratorPlatform):
     executes_asynchronously = True
     distributed_backend = "nccl"
     preferred_attention_backends = ("triton", "reference")
-    supported_quant_methods = ("none",)
-    executor = "uniproc"
 
     def __init__(self) -> None:
         major, _ = self.capability(0)

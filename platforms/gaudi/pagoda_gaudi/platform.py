@@ -26,8 +26,6 @@ class GaudiPlatform(Platform):
     supports_graph_capture = True
     distributed_backend = "hccl"
     preferred_attention_backends = ("fused_sdpa", "reference")
-    supported_quant_methods = ("none",)
-    executor = "uniproc"
 
     def __init__(self, buckets: BucketConfig | None = None) -> None:
         self.buckets = buckets or BucketConfig.from_env()

@@ -24,8 +24,6 @@ class RocmPlatform(AcceleratorPlatform):
     executes_asynchronously = True
     distributed_backend = "nccl"
     preferred_attention_backends = ("triton", "reference")
-    supported_quant_methods = ("none",)
-    executor = "uniproc"
 
     def arch(self, index: int = 0) -> str:
         """The gfx target of device `index`, e.g. "gfx942" for an MI300X."""

@@ -33,8 +33,6 @@ class TpuPlatform(Platform):
     supported_dtypes: tuple[torch.dtype, ...] = (torch.bfloat16, torch.float32)
     distributed_backend = "xla"
     preferred_attention_backends = ("pallas", "xla")
-    supported_quant_methods = ("none",)
-    executor = "uniproc"
     samples_on_host = True
     supports_async_scheduling = False  # the host samples: it has each step's tokens anyway
     uses_inference_mode = False  # XLA's in-place cache writes need version counters

@@ -17,8 +17,6 @@ class XpuPlatform(AcceleratorPlatform):
     graph_class = "XPUGraph"  # newer torch only: see __init__
     distributed_backend = "xccl"  # replaced by what is installed, see __init__
     preferred_attention_backends = ("ipex", "triton", "reference")
-    supported_quant_methods = ("none",)
-    executor = "uniproc"
 
     def __init__(self) -> None:
         choice = installed_backend()
