@@ -54,7 +54,12 @@ def test_a_failing_worker_reports_its_traceback(llama: Path) -> None:
 def test_an_idle_served_engine_notices_a_dead_worker(llama: Path) -> None:
     engine = AsyncLLM(EngineConfig.from_kwargs(model=str(llama), dtype="float32", device="cpu",
                                                tensor_parallel_size=2, num_kv_blocks=32))
+    async def ask(request_id: str) -> list[int]:
+        outputs = [o async for o in engine.generate([5, 6, 7], GREEDY, request_id)]
+        return outputs[-1].outputs[0].token_ids
+
     try:
+        assert len(asyncio.run(ask("before-death"))) == 4  # the two ranks serve
         workers = [p for p in psutil.Process(engine.core_pid).children()
                    if "spawn_main" in " ".join(p.cmdline())]  # not a resource tracker
         assert len(workers) == 2
@@ -65,11 +70,7 @@ def test_an_idle_served_engine_notices_a_dead_worker(llama: Path) -> None:
         assert not engine.is_healthy, "the engine did not notice within 10 s"
         assert "worker rank" in engine.dead_reason and "died" in engine.dead_reason
 
-        async def ask() -> None:
-            async for _ in engine.generate([5, 6, 7], GREEDY, "after-death"):
-                pass
-
         with pytest.raises(EngineDeadError):
-            asyncio.run(ask())
+            asyncio.run(ask("after-death"))
     finally:
         engine.shutdown()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 
 import pytest
 
@@ -64,3 +65,17 @@ def test_dataset_lengths_and_no_special_tokens():
 def test_percentile_interpolates():
     assert percentile([1.0, 2.0, 3.0, 4.0], 50) == 2.5
     assert percentile([5.0], 99) == 5.0
+
+
+def test_both_backends_take_the_same_auto_dtype(model_dir, tmp_path, capsys):
+    """Without --dtype, HF runs in the dtype Pagoda chooses: the checkpoint's own (here
+    float16, which the CPU runs), not the platform's default."""
+    checkpoint = tmp_path / "fp16"
+    shutil.copytree(model_dir, checkpoint)
+    config = json.loads((checkpoint / "config.json").read_text())
+    (checkpoint / "config.json").write_text(json.dumps({**config, "dtype": "float16"}))
+    rc = main(["bench", "throughput", str(checkpoint), "--backend", "pagoda,hf",
+               "--num-prompts", "2", "--input-len", "4", "--output-len", "2"])
+    assert rc == 0
+    headers = [line for line in capsys.readouterr().out.splitlines() if line.startswith("== ")]
+    assert len(headers) == 2 and all(", float16, " in line for line in headers), headers

@@ -78,9 +78,9 @@ class HFBackend:
 
         platform = resolve_platform(engine.device)
         self.device = platform.torch_device()
-        self.dtype = parse_dtype(engine.model.dtype) or platform.default_dtype
         source = resolve_model(engine.model.model)
         self.config = source.hf_config()
+        self.dtype = platform.model_dtype(parse_dtype(engine.model.dtype), self.config)
         if engine.model.load_format == "dummy":
             with self.device:  # random init on the device: an 8B model takes minutes on a CPU
                 model = AutoModelForCausalLM.from_config(self.config, dtype=self.dtype)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import torch
 
@@ -81,6 +81,22 @@ class Platform(ABC):
     @property
     def default_dtype(self) -> torch.dtype:
         return self.supported_dtypes[0]
+
+    def model_dtype(self, requested: torch.dtype | None, hf_config: Any) -> torch.dtype:
+        """The dtype a model runs in here: `requested`; or (None: "auto") the checkpoint's
+        own dtype where this platform runs it, else `default_dtype`. ValueError when the
+        platform cannot run it."""
+        dtype = requested
+        if dtype is None:
+            declared = getattr(hf_config, "dtype", None) or getattr(hf_config, "torch_dtype",
+                                                                    None)
+            if isinstance(declared, str):
+                declared = getattr(torch, declared, None)
+            dtype = declared if declared in self.supported_dtypes else self.default_dtype
+        if dtype not in self.supported_dtypes:
+            raise ValueError(f"dtype {dtype} is not supported on {self.name!r} "
+                             f"(supported: {self.supported_dtypes})")
+        return dtype
 
     @abstractmethod
     def device_count(self) -> int:

@@ -50,24 +50,9 @@ class Worker(WorkerBase):
         torch.manual_seed(self.config.model.seed)
 
     def _dtypes(self) -> tuple[torch.dtype, torch.dtype]:
-        dtype = parse_dtype(self.config.model.dtype) or self._auto_dtype()
-        if dtype not in self.platform.supported_dtypes:
-            raise ValueError(
-                f"dtype {dtype} is not supported on {self.platform.name!r} "
-                f"(supported: {self.platform.supported_dtypes})"
-            )
+        dtype = self.platform.model_dtype(parse_dtype(self.config.model.dtype), self.hf_config)
         kv_dtype = parse_dtype(self.config.cache.kv_cache_dtype) or dtype
         return dtype, kv_dtype
-
-    def _auto_dtype(self) -> torch.dtype:
-        """The checkpoint's own dtype where the platform runs it, else the platform's."""
-        declared = getattr(self.hf_config, "dtype", None) or getattr(
-            self.hf_config, "torch_dtype", None)
-        if isinstance(declared, str):
-            declared = parse_dtype(declared)
-        if declared in self.platform.supported_dtypes:
-            return declared
-        return self.platform.default_dtype
 
     def load_model(self) -> None:
         start = time.perf_counter()
