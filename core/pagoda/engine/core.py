@@ -41,14 +41,16 @@ class _InFlightStep:
 
 class EngineCore:
     def __init__(self, config: EngineConfig, source: ModelSource, hf_config: Any,
-                 max_model_len: int):
+                 max_model_len: int, data_parallel_rank: int = 0):
         regs = get_registries()
         warn_about_failed_plugins(regs)
         platform = resolve_platform(config.device)
         executor_name = config.executor or (
             "mp" if config.parallel.world_size > 1 else platform.executor)
         executor_cls = load_target(regs.executors.get(executor_name).spec.executor)
-        self.executor = executor_cls(config, platform.worker, source=source, hf_config=hf_config)
+        first_device = data_parallel_rank * config.parallel.world_size
+        self.executor = executor_cls(config, platform.worker, first_device=first_device,
+                                     source=source, hf_config=hf_config)
 
         block_size = config.cache.block_size
         self.num_blocks = self.executor.determine_num_kv_blocks()

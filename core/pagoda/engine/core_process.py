@@ -35,13 +35,14 @@ from pagoda.model_source import ModelSource
 
 
 def run_engine_core(conn: Connection, config: EngineConfig, source: ModelSource,
-                    hf_config: Any, max_model_len: int, log_level: int = logging.WARNING) -> None:
+                    hf_config: Any, max_model_len: int, log_level: int = logging.WARNING,
+                    data_parallel_rank: int = 0) -> None:
     """The process's entry point: build the core, report Ready (or CoreFailed), serve.
     `log_level`: the parent's, so the core's start-up lines show where the parent's do."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
     logs.configure(log_level)
     try:
-        core = EngineCore(config, source, hf_config, max_model_len)
+        core = EngineCore(config, source, hf_config, max_model_len, data_parallel_rank)
     except BaseException as exc:
         conn.send(CoreFailed(repr(exc), traceback.format_exc()))
         raise SystemExit(1) from exc

@@ -46,7 +46,13 @@ class Worker(ABC):
 
 
 class Executor(ABC):
-    """Runs workers and fans control calls out to them."""
+    """Runs workers and fans control calls out to them.
+
+    The engine core builds one as `cls(config, worker_cls, first_device=..., **kwargs)`:
+    `config.parallel.world_size` workers of class `worker_cls` (a `Worker`, or its
+    "module:Class" name), on this host's devices `first_device` onwards, each given
+    `kwargs`; it returns once every worker has loaded the model.
+    """
 
     name: ClassVar[str]
 

@@ -49,7 +49,8 @@ class _StepReply:
 class MultiprocExecutor(Executor):
     name = "mp"
 
-    def __init__(self, config: Any, worker_cls: str | type[Worker], **worker_kwargs: Any):
+    def __init__(self, config: Any, worker_cls: str | type[Worker], *, first_device: int = 0,
+                 **worker_kwargs: Any):
         super().__init__(config)
         ctx = multiprocessing.get_context("spawn")
         init_method = f"tcp://127.0.0.1:{_free_port()}"
@@ -61,7 +62,8 @@ class MultiprocExecutor(Executor):
             conn, child = ctx.Pipe(duplex=True)
             process = ctx.Process(
                 target=run_worker, name=f"pagoda-worker-{rank}", daemon=True,
-                args=(child, worker_cls, config, rank, init_method, worker_kwargs, level))
+                args=(child, worker_cls, config, rank, first_device + rank, init_method,
+                      worker_kwargs, level))
             process.start()
             child.close()
             self.processes.append(process)

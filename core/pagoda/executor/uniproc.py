@@ -11,12 +11,14 @@ from pagoda.plugins.lazy import load_target
 class UniProcExecutor(Executor):
     name = "uniproc"
 
-    def __init__(self, config: Any, worker_cls: str | type[Worker], **worker_kwargs: Any):
+    def __init__(self, config: Any, worker_cls: str | type[Worker], *, first_device: int = 0,
+                 **worker_kwargs: Any):
         super().__init__(config)
         if config.parallel.world_size > 1:
             raise ValueError(f"executor 'uniproc' runs one device; tensor_parallel_size "
                              f"{config.parallel.tensor_parallel_size} needs executor 'mp'")
-        self.worker: Worker = load_target(worker_cls)(config, **worker_kwargs)
+        self.worker: Worker = load_target(worker_cls)(config, local_rank=first_device,
+                                                      **worker_kwargs)
         self.worker.init_device()
         self.worker.load_model()
 

@@ -33,13 +33,15 @@ class WorkerFailed:
 
 
 def run_worker(conn: Connection, worker_cls: str | type, config: Any, rank: int,
-               init_method: str, worker_kwargs: dict[str, Any], log_level: int) -> None:
-    """The process's entry point (spawned by `MultiprocExecutor`)."""
+               local_rank: int, init_method: str, worker_kwargs: dict[str, Any],
+               log_level: int) -> None:
+    """The process's entry point (spawned by `MultiprocExecutor`): the worker of `rank`
+    among its engine's workers, driving this host's device `local_rank`."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the engine's to handle
     logs.configure(log_level)
     worker = None
     try:
-        worker = load_target(worker_cls)(config, rank=rank, local_rank=rank,
+        worker = load_target(worker_cls)(config, rank=rank, local_rank=local_rank,
                                          distributed_init_method=init_method, **worker_kwargs)
         while (message := pickle.loads(conn.recv_bytes())) is not None:
             method, args, kwargs = message

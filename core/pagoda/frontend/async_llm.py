@@ -1,7 +1,8 @@
-"""`AsyncLLM`: the asyncio front end the server uses, over an engine core in its own process.
+"""`AsyncLLM`: the asyncio front end the server uses, over engine cores in processes of
+their own (one, or `data_parallel_size` behind a load balancer).
 
 The front end tokenizes and validates on the caller's event loop, and detokenizes and
-applies stop strings on the client's reader thread as each step's outputs arrive; each
+applies stop strings on the cores' reader threads as each step's outputs arrive; each
 request's outputs reach its consumer through a queue on the consumer's own loop.
 """
 
@@ -15,9 +16,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pagoda.config import EngineConfig
-from pagoda.engine.messages import AddRequests, FinishRequests, StepOutputs
+from pagoda.engine.messages import FinishRequests, StepOutputs
 from pagoda.engine.request import RequestStatus
-from pagoda.frontend.core_client import EngineCoreClient, EngineDeadError, EngineStartupError
+from pagoda.frontend.core_client import EngineDeadError, EngineStartupError
+from pagoda.frontend.engine_cores import EngineCores, combined_stats
 from pagoda.frontend.model_frontend import ModelFrontend
 from pagoda.frontend.output_processor import OutputProcessor
 from pagoda.inputs import PromptInput
@@ -82,10 +84,11 @@ def _deliver_all(items: list[tuple[_Stream, RequestOutput]]) -> None:
 
 
 class AsyncLLM:
-    """Generate with asyncio while the engine core runs in its own process.
+    """Generate with asyncio while the engine cores run in processes of their own.
 
-    Construction loads the tokenizer, starts the core and blocks until it is ready;
-    a core that fails to start raises EngineStartupError with its traceback.
+    Construction loads the tokenizer, starts the cores and blocks until they are ready;
+    a core that fails to start raises EngineStartupError with its traceback. One core
+    dying fails every request in flight, as the engine is then dead.
     """
 
     def __init__(self, config: EngineConfig):
@@ -103,12 +106,13 @@ class AsyncLLM:
         self._streams: dict[str, _Stream] = {}
         self._output_processor = OutputProcessor(self.tokenizer)
         self._counters = RequestCounters()
-        self._last_stats = EngineStats(0, 0, 0.0, 0, 0, 0)
+        self._last_stats = [EngineStats(0, 0, 0.0, 0, 0, 0)] * (
+            config.parallel.data_parallel_size)
         self._dead_reason: str | None = None
-        self._client = EngineCoreClient(config, self.frontend.source, self.hf_config,
-                                        self._on_outputs, self._on_death)
-        self.info: dict[str, Any] = self._client.info
-        self.max_model_len: int = self._client.max_model_len
+        self._cores = EngineCores(config, self.frontend.source, self.hf_config,
+                                  self._on_outputs, self._on_death)
+        self.info: dict[str, Any] = self._cores.info
+        self.max_model_len: int = self._cores.max_model_len
         self._input_processor = self.frontend.input_processor(self.max_model_len)
 
     # ---- requests ---------------------------------------------------------------------
@@ -146,13 +150,20 @@ class AsyncLLM:
     # ---- engine state -----------------------------------------------------------------
 
     async def stats(self) -> EngineStats:
-        """A fresh snapshot from the core, taken after every message sent before it."""
-        return await asyncio.wrap_future(self._client.call("stats"))
+        """A fresh snapshot of the cores together, taken after every message sent before
+        it."""
+        return combined_stats(await self.core_stats())
+
+    async def core_stats(self) -> list[EngineStats]:
+        """A fresh snapshot of each core (data parallelism: one per core)."""
+        futures = self._cores.call("stats")
+        return list(await asyncio.gather(*map(asyncio.wrap_future, futures)))
 
     @property
     def last_stats(self) -> EngineStats:
-        """The snapshot that came with the core's latest step (never blocks or raises)."""
-        return self._last_stats
+        """The snapshots that came with each core's latest step, combined (never blocks or
+        raises)."""
+        return combined_stats(self._last_stats)
 
     @property
     def counters(self) -> RequestCounters:
@@ -166,12 +177,19 @@ class AsyncLLM:
         return len(self._streams)
 
     async def reset_prefix_cache(self) -> bool:
-        """Drop all cached prefix blocks; False if blocks are in use (nothing reset)."""
-        return await asyncio.wrap_future(self._client.call("reset_prefix_cache"))
+        """Drop all cached prefix blocks; False if a core has blocks in use (that core's
+        cache is left as it is)."""
+        futures = self._cores.call("reset_prefix_cache")
+        return all(await asyncio.gather(*map(asyncio.wrap_future, futures)))
 
     @property
     def core_pid(self) -> int | None:
-        return self._client.pid
+        """The (first) engine core's process id."""
+        return self._cores.pids[0]
+
+    @property
+    def core_pids(self) -> list[int | None]:
+        return self._cores.pids
 
     @property
     def errored(self) -> bool:
@@ -187,9 +205,9 @@ class AsyncLLM:
         return self._dead_reason
 
     def shutdown(self) -> None:
-        """Stop the core; requests in flight raise EngineDeadError. Idempotent, and run
+        """Stop the cores; requests in flight raise EngineDeadError. Idempotent, and run
         at interpreter exit."""
-        self._client.shutdown()
+        self._cores.shutdown()
 
     # ---- internals --------------------------------------------------------------------
 
@@ -203,7 +221,7 @@ class AsyncLLM:
             self._raise_if_dead()
             if request_id in self._streams:
                 raise ValueError(f"request id {request_id!r} is already in use")
-            self._client.send(AddRequests(requests))
+            self._cores.add(request_id, requests)
             self._output_processor.add(request_id, processed, requests)
             self._streams[request_id] = stream
         return stream
@@ -216,20 +234,28 @@ class AsyncLLM:
             del self._streams[request_id]
             child_ids = self._output_processor.child_ids(request_id)
             final = self._output_processor.abort(request_id)
-            self._tell_core(FinishRequests(child_ids, RequestStatus.FINISHED_ABORTED))
+            with contextlib.suppress(EngineDeadError):  # a dead core frees nothing
+                self._cores.finish(request_id, FinishRequests(
+                    child_ids, RequestStatus.FINISHED_ABORTED))
+            self._cores.forget(request_id)
             if final is not None:
                 self._counters.count_finished(final)
                 current.put(final)
 
-    def _on_outputs(self, message: StepOutputs) -> None:
-        """Reader thread: detokenize, apply stop strings, hand outputs to their streams."""
+    def _on_outputs(self, core: int, message: StepOutputs) -> None:
+        """Reader thread of `core`: detokenize, apply stop strings, hand outputs to their
+        streams."""
         with self._lock:
-            self._last_stats = message.stats
+            if self._dead_reason is not None:
+                return  # another core died: every stream has its error already
+            self._last_stats[core] = message.stats
             self._counters.generation_tokens += sum(len(o.new_token_ids)
                                                     for o in message.outputs)
             outputs, stopped = self._output_processor.process(message.outputs)
             if stopped:
-                self._tell_core(FinishRequests(stopped, RequestStatus.FINISHED_STOPPED))
+                with contextlib.suppress(EngineDeadError):  # a dead core frees nothing
+                    self._cores.clients[core].send(FinishRequests(
+                        stopped, RequestStatus.FINISHED_STOPPED))
             by_loop: dict[asyncio.AbstractEventLoop, list[tuple[_Stream, RequestOutput]]] = {}
             for output in outputs:
                 stream = self._streams[output.request_id]
@@ -238,6 +264,7 @@ class AsyncLLM:
                     self._counters.prompt_tokens += len(output.prompt_token_ids)
                 if output.finished:
                     del self._streams[output.request_id]
+                    self._cores.forget(output.request_id)
                     self._counters.count_finished(output)
                 by_loop.setdefault(stream.loop, []).append((stream, output))
         for loop, items in by_loop.items():  # one wake-up per loop and step, not per request
@@ -245,17 +272,15 @@ class AsyncLLM:
                 loop.call_soon_threadsafe(_deliver_all, items)
 
     def _on_death(self, reason: str) -> None:
-        """Reader thread (or shutdown): fail every request in flight."""
+        """Reader thread (or shutdown) of a core: fail every request in flight. The first
+        core to go gives the reason."""
         with self._lock:
-            self._dead_reason = reason
+            if self._dead_reason is None:
+                self._dead_reason = reason
+            reason = self._dead_reason
             streams, self._streams = self._streams, {}
         for stream in streams.values():
             stream.put(EngineDeadError(reason))
-
-    def _tell_core(self, message: FinishRequests) -> None:
-        """Best effort: a dead core has no blocks left to free."""
-        with contextlib.suppress(EngineDeadError):
-            self._client.send(message)
 
     def _raise_if_dead(self) -> None:
         if self._dead_reason is not None:

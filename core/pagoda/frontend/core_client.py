@@ -47,14 +47,16 @@ class EngineStartupError(RuntimeError):
 
 
 class EngineCoreClient:
-    """Starts the engine-core process (spawn) and blocks until it is ready.
+    """Starts an engine-core process (spawn); `wait_ready` blocks until it is ready.
 
     `on_outputs` and `on_death` run on the reader thread; `on_death(reason)` runs at
-    most once, also after `shutdown`.
+    most once, also after `shutdown`. `data_parallel_rank` says which of several cores
+    this is (its devices follow those of the cores before it).
     """
 
     def __init__(self, config: EngineConfig, source: ModelSource, hf_config: Any,
-                 on_outputs: Callable[[StepOutputs], None], on_death: Callable[[str], None]):
+                 on_outputs: Callable[[StepOutputs], None], on_death: Callable[[str], None],
+                 data_parallel_rank: int = 0):
         self._on_outputs = on_outputs
         self._on_death = on_death
         self._lock = threading.Lock()
@@ -74,17 +76,23 @@ class EngineCoreClient:
         self.process = ctx.Process(
             target=run_engine_core, name="pagoda-engine-core",
             args=(child_conn, config, replace(source), hf_config, config.model.max_model_len,
-                  logging.getLogger().getEffectiveLevel()),
+                  logging.getLogger().getEffectiveLevel(), data_parallel_rank),
         )
         self.process.start()
         child_conn.close()
         atexit.register(self.shutdown)
+        self.info: dict[str, Any] = {}
+        self.max_model_len = 0
+
+    def wait_ready(self) -> None:
+        """Block until the core has started; EngineStartupError (after shutting it down)
+        if it failed to."""
         try:
             ready = self._wait_ready()
         except BaseException:
             self.shutdown()
             raise
-        self.info: dict[str, Any] = ready.info
+        self.info = ready.info
         self.max_model_len = ready.max_model_len
         for thread in self._threads:
             thread.start()

@@ -20,6 +20,10 @@ logger = logging.getLogger(__name__)
 
 class LLMEngine:
     def __init__(self, config: EngineConfig):
+        if config.parallel.data_parallel_size > 1:
+            raise ValueError("data_parallel_size > 1 runs engine cores in processes of their "
+                             "own behind one front end: serve the model (pagoda serve) or "
+                             "use AsyncLLM")
         self.config = config
         frontend = ModelFrontend.load(config)
         self.frontend = frontend

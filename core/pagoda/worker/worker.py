@@ -41,7 +41,7 @@ class Worker(WorkerBase):
     def init_device(self) -> None:
         self.platform = resolve_platform(self.config.device)
         world_size = self.config.parallel.world_size
-        self.platform.init_worker(self.local_rank, world_size)  # one host, for now
+        self.platform.init_worker(self.local_rank, self.config.parallel.num_devices)
         self.device = self.platform.torch_device(self.local_rank)
         if world_size > 1:
             assert self.distributed_init_method is not None
