@@ -51,6 +51,7 @@ NON_DEFAULTS: dict[str, tuple[object, list[str]]] = {
     "enable_chunked_prefill": (False, ["--no-enable-chunked-prefill"]),
     "async_scheduling": (False, ["--no-async-scheduling"]),
     "tensor_parallel_size": (2, ["--tensor-parallel-size", "2"]),
+    "pipeline_parallel_size": (2, ["--pipeline-parallel-size", "2"]),
     "data_parallel_size": (2, ["--data-parallel-size", "2"]),
     "device": ("template", ["--device", "template"]),
     "attention_backend": ("reference", ["--attention-backend", "reference"]),

@@ -182,20 +182,23 @@ class ParallelConfig:
     tensor_parallel_size: int = 1
     """Devices each layer is split across (attention heads, MLP features, vocabulary), one
     worker process each; above 1 the executor defaults to mp."""
+    pipeline_parallel_size: int = 1
+    """Stages the model's layers are split into, each on tensor_parallel_size devices;
+    as many batches are in flight, one per stage. Above 1 the executor defaults to mp."""
     data_parallel_size: int = 1
-    """Engine cores, each with its own copy of the model (on tensor_parallel_size devices),
-    KV cache and scheduler, behind one front end that spreads requests over them (the
-    server; LLM runs one)."""
+    """Engine cores, each with its own copy of the model (on tensor_parallel_size x
+    pipeline_parallel_size devices), KV cache and scheduler, behind one front end that
+    spreads requests over them (the server; LLM runs one)."""
 
     def __post_init__(self) -> None:
-        for name in ("tensor_parallel_size", "data_parallel_size"):
+        for name in ("tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
 
     @property
     def world_size(self) -> int:
         """Workers (devices) of one engine core."""
-        return self.tensor_parallel_size
+        return self.tensor_parallel_size * self.pipeline_parallel_size
 
     @property
     def num_devices(self) -> int:

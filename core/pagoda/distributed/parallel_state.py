@@ -1,9 +1,10 @@
-"""The process's place among the workers: its tensor-parallel group.
+"""The process's place among the workers: its tensor-parallel group and pipeline stage.
 
 A worker joins torch.distributed once (`init_distributed`, over its platform's collective
-backend) before it builds the model; layers ask `tp_group()` at construction for their
-shard and call its collectives while running. Without `init_distributed` (one device) the
-group is this process alone and its collectives return their input.
+backend) before it builds the model; layers ask `tp_group()` and `pp_group()` at
+construction for their shard and stage, and call their collectives while running. Ranks
+are laid out stage by stage: rank = stage * tensor_parallel_size + tp_rank. Without
+`init_distributed` (one device) both groups are this process alone.
 """
 
 from __future__ import annotations
@@ -43,7 +44,47 @@ class TensorParallelGroup:
         return torch.cat(parts, dim=dim)
 
 
+@dataclass(frozen=True)
+class PipelineGroup:
+    """The stages that split the model's layers, and this process's stage. Each rank of
+    a stage sends its activations to the rank with the same tensor-parallel rank in the
+    next stage (`global_rank` ± `stride`)."""
+
+    rank: int = 0
+    world_size: int = 1
+    global_rank: int = 0
+    stride: int = 1
+    """Global ranks between a rank and its counterpart in the next stage (the TP size)."""
+
+    @property
+    def is_first(self) -> bool:
+        return self.rank == 0
+
+    @property
+    def is_last(self) -> bool:
+        return self.rank == self.world_size - 1
+
+    def layers(self, num_layers: int) -> range:
+        """The layers of this stage: contiguous, the first stages one more where they do
+        not split evenly."""
+        base, extra = divmod(num_layers, self.world_size)
+        start = self.rank * base + min(self.rank, extra)
+        return range(start, start + base + (self.rank < extra))
+
+    def send(self, tensors: list[torch.Tensor]) -> None:
+        """Hand `tensors` to the next stage."""
+        for tensor in tensors:
+            dist.send(tensor.contiguous(), self.global_rank + self.stride)
+
+    def recv(self, like: list[torch.Tensor]) -> list[torch.Tensor]:
+        """The previous stage's tensors, into `like` (their shapes and dtypes)."""
+        for tensor in like:
+            dist.recv(tensor, self.global_rank - self.stride)
+        return like
+
+
 _tp_group = TensorParallelGroup()
+_pp_group = PipelineGroup()
 
 
 def tp_group() -> TensorParallelGroup:
@@ -51,21 +92,36 @@ def tp_group() -> TensorParallelGroup:
     return _tp_group
 
 
-def init_distributed(backend: str, init_method: str, world_size: int, rank: int,
-                     device: torch.device) -> TensorParallelGroup:
-    """Join the process group of `world_size` workers (all of them one tensor-parallel
-    group) over the collective `backend` (gloo, nccl, ...)."""
-    global _tp_group
+def pp_group() -> PipelineGroup:
+    """This process's pipeline stage."""
+    return _pp_group
+
+
+def init_distributed(backend: str, init_method: str, tensor_parallel_size: int,
+                     pipeline_parallel_size: int, rank: int,
+                     device: torch.device) -> None:
+    """Join the process group of every worker of the engine over the collective `backend`
+    (gloo, nccl, ...), then the tensor-parallel group of this rank's stage."""
+    global _tp_group, _pp_group
+    world_size = tensor_parallel_size * pipeline_parallel_size
     dist.init_process_group(backend, init_method=init_method, world_size=world_size,
                             rank=rank, timeout=COLLECTIVE_TIMEOUT,
                             device_id=device if device.type != "cpu" else None)
-    _tp_group = TensorParallelGroup(rank, world_size, dist.group.WORLD)
-    return _tp_group
+    stage, tp_rank = divmod(rank, tensor_parallel_size)
+    group = dist.group.WORLD
+    if pipeline_parallel_size > 1 and tensor_parallel_size > 1:
+        for first in range(0, world_size, tensor_parallel_size):  # every rank makes each
+            ranks = list(range(first, first + tensor_parallel_size))
+            created = dist.new_group(ranks, timeout=COLLECTIVE_TIMEOUT)
+            if rank in ranks:
+                group = created
+    _tp_group = TensorParallelGroup(tp_rank, tensor_parallel_size, group)
+    _pp_group = PipelineGroup(stage, pipeline_parallel_size, rank, tensor_parallel_size)
 
 
 def destroy_distributed() -> None:
-    """Leave the process group (at worker shutdown)."""
-    global _tp_group
+    """Leave the process groups (at worker shutdown)."""
+    global _tp_group, _pp_group
     if dist.is_initialized():
         dist.destroy_process_group()
-    _tp_group = TensorParallelGroup()
+    _tp_group, _pp_group = TensorParallelGroup(), PipelineGroup()

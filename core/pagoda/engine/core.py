@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import gc
 import logging
+from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -63,7 +64,11 @@ class EngineCore:
         self.max_model_len = max_model_len
         self.kv_cache = KVCacheManager(self.num_blocks, block_size,
                                        config.cache.enable_prefix_caching)
-        self.scheduler = Scheduler(config.scheduler, self.kv_cache, max_model_len)
+        stages = config.parallel.pipeline_parallel_size
+        # Pipeline stages take a step each: a request waits for its token before its next
+        # step (the first stage never holds the last stage's tokens).
+        self.scheduler = Scheduler(config.scheduler, self.kv_cache, max_model_len,
+                                   stages=stages)
         overlap = config.scheduler.async_scheduling
         if overlap and not platform.supports_async_scheduling:
             raise ValueError(f"async_scheduling: platform {platform.name!r} cannot overlap "
@@ -71,13 +76,16 @@ class EngineCore:
         if overlap is None:
             overlap = platform.executes_asynchronously and platform.supports_async_scheduling
         self.async_scheduling = overlap
-        self._in_flight: _InFlightStep | None = None
+        self.depth = stages - 1 if stages > 1 else int(overlap)
+        """Steps left in flight when `step` returns (one more runs while it waits)."""
+        self._in_flight: deque[_InFlightStep] = deque()
         self.info = {
             **self.executor.collective_rpc("describe")[0],
             "kv_cache_blocks": self.num_blocks,
             "kv_cache_tokens": capacity,
             "max_model_len": max_model_len,
             "async_scheduling": self.async_scheduling,
+            "pipeline_parallel_size": stages,
         }
         # Start-up objects (the model, caches, graphs) live for the whole run: keep the
         # cyclic garbage collector from scanning them again on every collection.
@@ -91,32 +99,31 @@ class EngineCore:
         self.scheduler.finish_requests(request_ids, RequestStatus.FINISHED_ABORTED)
 
     def has_unfinished_requests(self) -> bool:
-        return self._in_flight is not None or self.scheduler.has_unfinished_requests()
+        return bool(self._in_flight) or self.scheduler.has_unfinished_requests()
 
     def step(self) -> list[EngineCoreOutput]:
         """Schedule and launch a step, and report what each request produced in the step
-        whose results arrived (this one, or the previous one when steps overlap)."""
+        whose results arrived: this one, or the oldest of those in flight when steps
+        overlap (`depth` of them stay in flight)."""
         outputs = []
-        if self._in_flight is not None and self._in_flight.blocks_overlap:
-            outputs += self._finish_in_flight()
-        launched = None
+        while self._in_flight and self._in_flight[-1].blocks_overlap:
+            outputs += self._finish_oldest()
+        launched = False
         if self.scheduler.has_unfinished_requests():
             scheduled = self.scheduler.schedule()
             if not scheduled.is_empty or scheduled.finished_request_ids:
-                launched = _InFlightStep(
+                self._in_flight.append(_InFlightStep(
                     scheduled, self.executor.execute_model(scheduled),
-                    any(self.scheduler.requests[item.request_id].needs_host_tokens
-                        for item in scheduled.scheduled if item.sample))
-        if self._in_flight is not None:
-            outputs += self._finish_in_flight()
-        self._in_flight = launched
-        if launched is not None and not self.async_scheduling:
-            outputs += self._finish_in_flight()
+                    self.scheduler.placeholders and any(
+                        self.scheduler.requests[item.request_id].needs_host_tokens
+                        for item in scheduled.scheduled if item.sample)))
+                launched = True
+        if self._in_flight and (len(self._in_flight) > self.depth or not launched):
+            outputs += self._finish_oldest()
         return outputs
 
-    def _finish_in_flight(self) -> list[EngineCoreOutput]:
-        step, self._in_flight = self._in_flight, None
-        assert step is not None
+    def _finish_oldest(self) -> list[EngineCoreOutput]:
+        step = self._in_flight.popleft()
         return self.scheduler.update_from_output(step.scheduled, step.result.result())
 
     def stats(self) -> EngineStats:

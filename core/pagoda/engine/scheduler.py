@@ -30,8 +30,16 @@ from pagoda.engine.scheduler_output import (
 
 
 class Scheduler:
-    def __init__(self, config: SchedulerConfig, kv_cache: KVCacheManager, max_model_len: int):
+    def __init__(self, config: SchedulerConfig, kv_cache: KVCacheManager, max_model_len: int,
+                 *, stages: int = 1):
+        """`stages`: pipeline stages, each working on a step of its own. With one, a
+        request whose token is in flight may be scheduled at that token's position (see
+        above); with several, it waits for the token, and each step takes at most its
+        share (1 / stages) of the requests, so that consecutive steps hold different
+        requests and every stage has work."""
         self.config = config
+        self.stages = stages
+        self.placeholders = stages == 1
         self.kv_cache = kv_cache
         self.max_model_len = max_model_len
         self.requests: dict[str, Request] = {}
@@ -100,19 +108,27 @@ class Scheduler:
 
     def _tokens_wanted(self, request: Request, budget: int) -> int:
         if request.num_inflight_tokens and (
-            request.num_output_tokens + request.num_inflight_tokens >= request.max_tokens
+            not self.placeholders
+            or request.num_output_tokens + request.num_inflight_tokens >= request.max_tokens
         ):
-            return 0  # the token in flight is its last
+            return 0  # it waits for the token in flight, or that token is its last
         remaining = request.num_tokens + request.num_inflight_tokens - request.num_computed_tokens
         return min(remaining, budget, self.max_model_len - request.num_computed_tokens)
 
+    def _max_seqs_per_step(self) -> int:
+        if self.stages == 1:
+            return self.config.max_num_seqs
+        share = -(-(len(self.running) + len(self.waiting)) // self.stages)
+        return max(1, min(share, self.config.max_num_seqs))
+
     def schedule(self) -> SchedulerOutput:
         budget = self.config.max_num_batched_tokens
+        max_seqs = self._max_seqs_per_step()
         planned: dict[str, int] = {}
         preempted = False
 
         for request in list(self.running):
-            if budget <= 0:
+            if budget <= 0 or len(planned) >= max_seqs:
                 break
             if request.status != RequestStatus.RUNNING:
                 continue  # preempted earlier in this loop
@@ -132,12 +148,13 @@ class Scheduler:
                 budget -= num_new
 
         if not preempted:
-            budget = self._schedule_waiting(planned, budget)
+            budget = self._schedule_waiting(planned, budget, max_seqs)
         return self._build_output(planned)
 
-    def _schedule_waiting(self, planned: dict[str, int], budget: int) -> int:
+    def _schedule_waiting(self, planned: dict[str, int], budget: int, max_seqs: int) -> int:
         for request in list(self.waiting):
-            if budget <= 0 or len(self.running) >= self.config.max_num_seqs:
+            if (budget <= 0 or len(self.running) >= self.config.max_num_seqs
+                    or len(planned) >= max_seqs):
                 break
             parent = request.fork_of
             if parent is not None and parent.status == RequestStatus.RUNNING and (

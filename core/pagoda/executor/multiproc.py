@@ -2,8 +2,9 @@
 
 Each call goes to every worker over its own pipe, pickled once: control calls
 (`collective_rpc`) and each step's scheduler output, which is token ids and block tables,
-no tensors. Every worker answers a control call; rank 0 answers a step, and the step's
-result is read only when the engine asks for it, so steps overlap as they do in process.
+no tensors. Every worker answers a control call; the first rank of the last pipeline
+stage answers a step, and the step's result is read only when the engine asks for it, so
+steps overlap as they do in process (and, with pipeline stages, several are in flight).
 Whoever waits on the workers (a call, a step's result, the engine core's idle loop through
 `health_handles`) also waits on their process sentinels: a worker that dies or fails ends
 the wait at once with `WorkerDiedError`, naming its rank and its traceback or exit code.
@@ -22,7 +23,7 @@ from typing import Any
 
 from pagoda.engine.scheduler_output import ModelRunnerOutput, SchedulerOutput
 from pagoda.executor.base import Executor, Worker, WorkerDiedError
-from pagoda.executor.worker_process import ANSWERING_RANK, WorkerFailed, run_worker
+from pagoda.executor.worker_process import WorkerFailed, answering_rank, run_worker
 
 logger = logging.getLogger(__name__)
 
@@ -42,7 +43,7 @@ class _StepReply:
 
     def result(self) -> ModelRunnerOutput:
         if self._output is None:
-            self._output = self._executor._receive([ANSWERING_RANK])[0]
+            self._output = self._executor._receive([self._executor.answering_rank])[0]
         return self._output
 
 
@@ -55,6 +56,7 @@ class MultiprocExecutor(Executor):
         ctx = multiprocessing.get_context("spawn")
         init_method = f"tcp://127.0.0.1:{_free_port()}"
         level = logging.getLogger().getEffectiveLevel()
+        self.answering_rank = answering_rank(config)
         self.processes: list[BaseProcess] = []
         self._conns: list[Connection] = []
         self._closing = False

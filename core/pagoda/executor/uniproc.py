@@ -15,8 +15,9 @@ class UniProcExecutor(Executor):
                  **worker_kwargs: Any):
         super().__init__(config)
         if config.parallel.world_size > 1:
-            raise ValueError(f"executor 'uniproc' runs one device; tensor_parallel_size "
-                             f"{config.parallel.tensor_parallel_size} needs executor 'mp'")
+            raise ValueError(f"executor 'uniproc' runs one device; "
+                             f"{config.parallel.world_size} devices (tensor_parallel_size x "
+                             f"pipeline_parallel_size) need executor 'mp'")
         self.worker: Worker = load_target(worker_cls)(config, local_rank=first_device,
                                                       **worker_kwargs)
         self.worker.init_device()

@@ -3,7 +3,7 @@
 Over its pipe the worker receives pickled calls `(method, args, kwargs)` (None to stop)
 and answers each with the method's result, except steps: every rank runs
 `execute_model` and resolves its result (so that all ranks' request states stay equal),
-and rank 0 alone answers with it. A call that raises sends `WorkerFailed` and ends the
+and one rank (`answering_rank`) alone answers with it. A call that raises sends `WorkerFailed` and ends the
 process: a worker never lingers in a state the others cannot know.
 """
 
@@ -21,8 +21,12 @@ from typing import Any
 from pagoda import logs
 from pagoda.plugins.lazy import load_target
 
-ANSWERING_RANK = 0
-"""The rank whose step results the executor reads."""
+
+def answering_rank(config: Any) -> int:
+    """The rank whose step results the executor reads: the first of the last pipeline
+    stage, which samples."""
+    parallel = config.parallel
+    return parallel.world_size - parallel.tensor_parallel_size
 
 
 @dataclass
@@ -43,12 +47,13 @@ def run_worker(conn: Connection, worker_cls: str | type, config: Any, rank: int,
     try:
         worker = load_target(worker_cls)(config, rank=rank, local_rank=local_rank,
                                          distributed_init_method=init_method, **worker_kwargs)
+        answers_steps = rank == answering_rank(config)
         while (message := pickle.loads(conn.recv_bytes())) is not None:
             method, args, kwargs = message
             result = getattr(worker, method)(*args, **kwargs)
             if method == "execute_model":
                 result = result.result()
-                if rank != ANSWERING_RANK:
+                if not answers_steps:
                     continue
             conn.send(result)
     except (EOFError, OSError):

@@ -15,6 +15,7 @@ import torch
 from torch import nn
 
 from pagoda.attention import AttentionBackend, AttentionMetadata, KVCacheSpec
+from pagoda.distributed import pp_group
 from pagoda.models.layers import (
     Attention,
     ParallelLMHead,
@@ -192,6 +193,10 @@ class LlamaDecoderLayer(nn.Module):
 
 
 class LlamaModel(nn.Module):
+    """The decoder stack; under pipeline parallelism, this rank's stage of it: its layers
+    (the others are empty placeholders, so weight names keep their indices), the embedding
+    on the first stage and the final norm on the last."""
+
     def __init__(
         self,
         config: PretrainedConfig,
@@ -205,16 +210,21 @@ class LlamaModel(nn.Module):
             raise ValueError(f"Unsupported hidden_act {config.hidden_act!r} (expected 'silu')")
         spec = DecoderSpec.from_config(config)
         rotary = get_rotary_embedding(config, spec.head_size)
-        self.embed_tokens = VocabParallelEmbedding(config.vocab_size, spec.hidden_size,
-                                                   dtype=dtype)
+        self.stage = pp_group()
+        self.hidden_size, self.dtype = spec.hidden_size, dtype
+        self.local_layers = self.stage.layers(config.num_hidden_layers)
+        self.embed_tokens = (VocabParallelEmbedding(config.vocab_size, spec.hidden_size,
+                                                    dtype=dtype)
+                             if self.stage.is_first else None)
         self.layers = nn.ModuleList(
             LlamaDecoderLayer(
                 config, spec, rotary, sliding_window=window, dtype=dtype,
                 attn_backend=attn_backend, quant_method=quant_method,
-            )
-            for window in layer_sliding_windows(config)
+            ) if index in self.local_layers else nn.Identity()
+            for index, window in enumerate(layer_sliding_windows(config))
         )
-        self.norm = RMSNorm(spec.hidden_size, config.rms_norm_eps, dtype=dtype)
+        self.norm = (RMSNorm(spec.hidden_size, config.rms_norm_eps, dtype=dtype)
+                     if self.stage.is_last else None)
 
     def forward(
         self,
@@ -222,12 +232,22 @@ class LlamaModel(nn.Module):
         positions: torch.Tensor,
         kv_caches: list[torch.Tensor],
         attn_metadata: AttentionMetadata,
-    ) -> torch.Tensor:
-        hidden_states, residual = self.embed_tokens(input_ids), None
-        for layer, kv_cache in zip(self.layers, kv_caches, strict=True):
+        intermediate: list[torch.Tensor] | None = None,
+    ) -> torch.Tensor | list[torch.Tensor]:
+        """The final hidden states on the last stage; elsewhere the [hidden, residual]
+        streams for the next stage (`intermediate`: the previous stage's)."""
+        if self.embed_tokens is not None:
+            hidden_states, residual = self.embed_tokens(input_ids), None
+        else:
+            assert intermediate is not None, "a later stage starts from the previous one's"
+            hidden_states, residual = intermediate
+        layers = self.layers[self.local_layers.start : self.local_layers.stop]
+        for layer, kv_cache in zip(layers, kv_caches, strict=True):
             hidden_states, residual = layer(
                 positions, hidden_states, residual, kv_cache, attn_metadata
             )
+        if self.norm is None:
+            return [hidden_states, residual]
         return self.norm.add_norm(hidden_states, residual)[0]
 
 
@@ -248,10 +268,10 @@ class LlamaForCausalLM(nn.Module):
         self.model = LlamaModel(
             config, dtype=dtype, attn_backend=attn_backend, quant_method=quant_method
         )
-        self.lm_head = ParallelLMHead(
-            config.vocab_size, config.hidden_size, dtype=dtype,
-            tied_to=self.model.embed_tokens if self.tie_word_embeddings else None,
-        )
+        self.lm_head = (ParallelLMHead(config.vocab_size, config.hidden_size, dtype=dtype,
+                                       tied_to=self.model.embed_tokens
+                                       if self.tie_word_embeddings else None)
+                        if self.model.stage.is_last else None)
 
     @staticmethod
     def attention_shape(config: PretrainedConfig) -> tuple[int, int, int, int | None]:
@@ -260,13 +280,19 @@ class LlamaForCausalLM(nn.Module):
 
     @property
     def num_attention_layers(self) -> int:
-        return len(self.model.layers)
+        """Attention layers of this stage (each needs a KV cache)."""
+        return len(self.model.local_layers)
 
     def kv_cache_spec(self, block_size: int, kv_cache_dtype: torch.dtype) -> KVCacheSpec:
         """The paged KV cache layout each attention layer needs (this rank's heads)."""
-        attention = self.model.layers[0].self_attn
+        attention = self.model.layers[self.model.local_layers.start].self_attn
         return KVCacheSpec(block_size, attention.num_kv_heads, attention.head_size,
                            kv_cache_dtype)
+
+    def intermediate_like(self, num_tokens: int, device: torch.device) -> list[torch.Tensor]:
+        """Buffers for what the previous stage sends: the hidden and residual streams."""
+        shape = (num_tokens, self.model.hidden_size)
+        return [torch.empty(shape, dtype=self.model.dtype, device=device) for _ in range(2)]
 
     def forward(
         self,
@@ -274,18 +300,39 @@ class LlamaForCausalLM(nn.Module):
         positions: torch.Tensor,
         kv_caches: list[torch.Tensor],
         attn_metadata: AttentionMetadata,
-    ) -> torch.Tensor:
-        """input_ids, positions [T] -> final hidden states [T, hidden]."""
-        return self.model(input_ids, positions, kv_caches, attn_metadata)
+        intermediate: list[torch.Tensor] | None = None,
+    ) -> torch.Tensor | list[torch.Tensor]:
+        """input_ids, positions [T] -> final hidden states [T, hidden] (or, before the
+        last stage, what the next stage takes)."""
+        return self.model(input_ids, positions, kv_caches, attn_metadata, intermediate)
 
     def compute_logits(self, hidden_states: torch.Tensor) -> torch.Tensor:
-        """hidden states [N, hidden] -> float32 logits [N, vocab]."""
+        """hidden states [N, hidden] -> float32 logits [N, vocab] (the last stage)."""
+        assert self.lm_head is not None, "logits come from the last pipeline stage"
         return self.lm_head(hidden_states)
 
     def load_weights(self, weights: Iterable[tuple[str, torch.Tensor]]) -> set[str]:
-        """Load HF-named weights; returns the parameter names loaded."""
+        """Load HF-named weights (this stage's); returns the parameter names loaded."""
+        stage = self.model.stage
+        # A last stage that is not also the first holds the tied head without the embedding.
+        tied_head = self.tie_word_embeddings and stage.is_last and not stage.is_first
 
         def skip(name: str) -> bool:
-            return "rotary_emb." in name or (self.tie_word_embeddings and name == "lm_head.weight")
+            if "rotary_emb." in name:
+                return True
+            if name == "lm_head.weight":  # tied: the head is the embedding (or its copy)
+                return not stage.is_last or (self.tie_word_embeddings and not tied_head)
+            if name == "model.embed_tokens.weight":
+                return not stage.is_first
+            if name.startswith("model.norm."):
+                return not stage.is_last
+            layer = name.split(".")[2] if name.startswith("model.layers.") else None
+            return layer is not None and int(layer) not in self.model.local_layers
 
-        return load_checkpoint_weights(self, weights, skip)
+        def renamed(items: Iterable[tuple[str, torch.Tensor]]):
+            for name, tensor in items:
+                if tied_head and name == "model.embed_tokens.weight":
+                    name = "lm_head.weight"
+                yield name, tensor
+
+        return load_checkpoint_weights(self, renamed(weights), skip)

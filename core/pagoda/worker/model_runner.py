@@ -5,6 +5,10 @@ asynchronously; the host reads the sampled ids only when the engine asks for the
 A token still in flight from the previous step (the scheduler's placeholder) is taken
 from that step's sampled ids on the device.
 
+Under pipeline parallelism each stage runs its layers on the activations the previous
+stage sends (the first embeds the tokens) and sends its own to the next; only the last
+stage computes logits and samples.
+
 Where platforms differ, the runner asks the platform: how to pad a step
 (`Platform.step_padding`), what to do once the step is issued (`after_forward`), whether
 to sample on the host (`samples_on_host`) and under which grad mode to run.
@@ -18,6 +22,7 @@ import torch
 from torch import nn
 
 from pagoda.attention.backend import AttentionMetadataBuilder
+from pagoda.distributed import pp_group
 from pagoda.engine.request import PLACEHOLDER_TOKEN_ID
 from pagoda.engine.scheduler_output import SchedulerOutput
 from pagoda.platforms.platform import Platform
@@ -62,6 +67,7 @@ class ModelRunner:
         self.device = device
         self.platform = platform
         self.padding = padding
+        self.stage = pp_group()
         self.sample_device = torch.device("cpu") if platform.samples_on_host else device
         self.sampler = Sampler(device=self.sample_device, seed=seed)
         self.states: dict[str, SamplingState] = {}
@@ -116,11 +122,22 @@ class ModelRunner:
         where = torch.tensor(targets, dtype=torch.int64).to(self.device, non_blocking=True)
         inputs.input_ids.index_copy_(0, where, self._last_sampled.index_select(0, index))
 
-    def _forward(self, inputs: StepInputs) -> torch.Tensor:
+    def _forward(self, inputs: StepInputs) -> torch.Tensor | None:
+        """The step's final hidden states; None on a pipeline stage before the last, which
+        hands its activations to the next stage instead."""
         if self.graphs is not None and self.graphs.can_run(inputs):
             return self.graphs.run(inputs)
         metadata = self.builder.build(inputs.metadata)
-        return self.model(inputs.input_ids, inputs.positions, self.kv_caches, metadata)
+        args = (inputs.input_ids, inputs.positions, self.kv_caches, metadata)
+        if self.stage.is_first:
+            out = self.model(*args)
+        else:
+            like = self.model.intermediate_like(inputs.shape.num_tokens, self.device)
+            out = self.model(*args, intermediate=self.stage.recv(like))
+        if self.stage.is_last:
+            return out
+        self.stage.send(out)
+        return None
 
     def execute_model(self, step: SchedulerOutput) -> PendingStepOutput:
         grad_mode = torch.inference_mode if self.platform.uses_inference_mode else torch.no_grad
@@ -146,6 +163,9 @@ class ModelRunner:
         inputs = build_step_inputs(step.scheduled, self.block_size, self.device, self.padding)
         self._fill_in_flight_tokens(step, inputs)
         hidden = self._forward(inputs)
+        if hidden is None:  # an earlier pipeline stage: the last one samples
+            self.platform.after_forward()
+            return PendingStepOutput([], None, None)
         sampling = [(item, row) for item, row in zip(step.scheduled, inputs.last_token_index)
                     if item.sample]
         logits = self._gather_logits(hidden, [row for _, row in sampling]) if sampling else None

@@ -7,6 +7,7 @@ import torch
 from torch import nn
 
 from pagoda.attention.backend import AttentionBackend, AttentionMetadata, KVCacheSpec
+from pagoda.distributed import pp_group
 
 
 @torch.inference_mode()
@@ -46,7 +47,11 @@ def run_profile_step(model: nn.Module, kv_spec: KVCacheSpec,
     positions = torch.cat([torch.arange(n, device=device) for n in lens])
     input_ids = torch.zeros(num_tokens, dtype=torch.int64, device=device)
     num_layers = model.num_attention_layers
-    hidden = model(input_ids, positions, [scratch] * num_layers, metadata)
-    rows = torch.arange(min(num_sampled, num_tokens), device=device)
-    logits = model.compute_logits(hidden[rows])
-    torch.sort(logits.float(), dim=-1, descending=True)
+    stage = pp_group()
+    extra = {} if stage.is_first else {"intermediate": [
+        t.zero_() for t in model.intermediate_like(num_tokens, device)]}
+    hidden = model(input_ids, positions, [scratch] * num_layers, metadata, **extra)
+    if stage.is_last:
+        rows = torch.arange(min(num_sampled, num_tokens), device=device)
+        logits = model.compute_logits(hidden[rows])
+        torch.sort(logits.float(), dim=-1, descending=True)

@@ -12,7 +12,13 @@ from pagoda.attention.backend import AttentionConfig
 from pagoda.attention.selector import select_attention_backend
 from pagoda.config import EngineConfig
 from pagoda.config.engine_config import parse_dtype
-from pagoda.distributed import AttentionHeads, destroy_distributed, init_distributed, tp_group
+from pagoda.distributed import (
+    AttentionHeads,
+    destroy_distributed,
+    init_distributed,
+    pp_group,
+    tp_group,
+)
 from pagoda.engine.scheduler_output import ModelRunnerOutput, SchedulerOutput
 from pagoda.executor.base import Worker as WorkerBase
 from pagoda.model_source import ModelSource
@@ -40,13 +46,14 @@ class Worker(WorkerBase):
 
     def init_device(self) -> None:
         self.platform = resolve_platform(self.config.device)
-        world_size = self.config.parallel.world_size
-        self.platform.init_worker(self.local_rank, self.config.parallel.num_devices)
+        parallel = self.config.parallel
+        self.platform.init_worker(self.local_rank, parallel.num_devices)
         self.device = self.platform.torch_device(self.local_rank)
-        if world_size > 1:
+        if parallel.world_size > 1:
             assert self.distributed_init_method is not None
             init_distributed(self.platform.distributed_backend, self.distributed_init_method,
-                             world_size, self.rank, self.device)
+                             parallel.tensor_parallel_size, parallel.pipeline_parallel_size,
+                             self.rank, self.device)
         torch.manual_seed(self.config.model.seed)
 
     def _dtypes(self) -> tuple[torch.dtype, torch.dtype]:
@@ -156,7 +163,9 @@ class Worker(WorkerBase):
             )
         capture = self.platform.graph_capture()
         if (capture is not None and not self.config.enforce_eager
-                and self.attn_backend.supports_graph_capture):
+                and self.attn_backend.supports_graph_capture
+                and self.config.parallel.pipeline_parallel_size == 1):  # stages send and
+            # receive from Python between graphs: decode graphs are one stage's work only
             sizes = self.config.graph_batch_sizes or default_capture_sizes(sched.max_num_seqs)
             self.runner.graphs = DecodeGraphs(self.model, kv_caches, builder, capture, sizes,
                                               max_blocks, block_size, self.device)
@@ -177,6 +186,7 @@ class Worker(WorkerBase):
             else [],
             "ops": dict(self.ops.providers),
             "tensor_parallel_size": tp_group().world_size,
+            "pipeline_stage": pp_group().rank,
         }
 
     def shutdown(self) -> None:
