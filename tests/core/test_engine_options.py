@@ -55,7 +55,7 @@ NON_DEFAULTS: dict[str, tuple[object, list[str]]] = {
     "data_parallel_size": (2, ["--data-parallel-size", "2"]),
     "device": ("template", ["--device", "template"]),
     "attention_backend": ("reference", ["--attention-backend", "reference"]),
-    "executor": ("mp", ["--executor", "mp"]),
+    "distributed_executor_backend": ("mp", ["--distributed-executor-backend", "mp"]),
     "enforce_eager": (True, ["--enforce-eager"]),
     "graph_batch_sizes": ([1, 2, 8], ["--graph-batch-sizes", "1,2,8"]),
 }

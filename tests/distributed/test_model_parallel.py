@@ -77,8 +77,9 @@ def test_tensor_parallel_needs_a_multiprocess_executor(tmp_path: Path) -> None:
     path = make_checkpoint(tmp_path, tiny_configs()["llama"])
     with pytest.raises(ValueError, match=r"executor 'uniproc' runs one device; 2 devices "
                                          r"\(tensor_parallel_size x pipeline_parallel_size\) "
-                                         r"need executor 'mp'"):
-        LLM(str(path), device="cpu", tensor_parallel_size=2, executor="uniproc")
+                                         r"need executor 'mp' or 'ray'"):
+        LLM(str(path), device="cpu", tensor_parallel_size=2,
+            distributed_executor_backend="uniproc")
 
 
 def test_pipeline_stages_work_on_different_steps_at_once(tmp_path: Path,

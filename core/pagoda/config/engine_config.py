@@ -220,9 +220,10 @@ class EngineConfig:
     the chosen platform's name once the config is built."""
     attention_backend: str | None = None
     """Attention backend by name; None: the platform's best one for the model."""
-    executor: str | None = None
-    """Executor by name: uniproc (the worker in the engine-core process) or mp (a worker
-    process per device); None: mp for several devices, else the platform's."""
+    distributed_executor_backend: str | None = None
+    """The executor by name: uniproc (the worker in the engine-core process), mp (a worker
+    process per device) or ray (a Ray actor per device, on a Ray cluster: RAY_ADDRESS, else
+    one started on this host); None: mp for several devices, else the platform's."""
     enforce_eager: bool = False
     """Launch every kernel from Python: no device graphs for decode steps."""
     graph_batch_sizes: list[int] | None = None

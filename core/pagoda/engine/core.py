@@ -46,7 +46,7 @@ class EngineCore:
         regs = get_registries()
         warn_about_failed_plugins(regs)
         platform = resolve_platform(config.device)
-        executor_name = config.executor or (
+        executor_name = config.distributed_executor_backend or (
             "mp" if config.parallel.world_size > 1 else platform.executor)
         executor_cls = load_target(regs.executors.get(executor_name).spec.executor)
         first_device = data_parallel_rank * config.parallel.world_size

@@ -17,7 +17,7 @@ class UniProcExecutor(Executor):
         if config.parallel.world_size > 1:
             raise ValueError(f"executor 'uniproc' runs one device; "
                              f"{config.parallel.world_size} devices (tensor_parallel_size x "
-                             f"pipeline_parallel_size) need executor 'mp'")
+                             f"pipeline_parallel_size) need executor 'mp' or 'ray'")
         self.worker: Worker = load_target(worker_cls)(config, local_rank=first_device,
                                                       **worker_kwargs)
         self.worker.init_device()

@@ -26,6 +26,8 @@ class AcceleratorPlatform(Platform):
     default_memory_utilization: ClassVar[float] = 0.9
     """Share of the device's memory the engine fills unless `--gpu-memory-utilization` says."""
 
+    ray_resource: ClassVar[str | None] = "GPU"  # Ray's name for CUDA, ROCm and XPU devices
+
     graph_class: ClassVar[str | None] = None
     """The device module's graph class (e.g. "CUDAGraph"), recorded by `graph_capture` when
     `supports_graph_capture`; None: no graphs."""

@@ -66,6 +66,10 @@ class Platform(ABC):
     distributed_backend: ClassVar[str]
     """torch.distributed backend between devices of this platform (gloo, nccl, ...)."""
 
+    ray_resource: ClassVar[str | None] = None
+    """The Ray resource one device of this platform is ("GPU", "CPU", "TPU", ...), for the
+    ray executor's placement group; None: the platform does not run on Ray."""
+
     preferred_attention_backends: ClassVar[tuple[str, ...]] = ()
     """Attention backend names in order of preference; the registry fills in the rest."""
 

@@ -50,7 +50,8 @@ def pagoda_quant_methods() -> list[QuantMethodSpec]:
 @hookimpl
 def pagoda_executors() -> list[ExecutorSpec]:
     return [ExecutorSpec("uniproc", "pagoda.executor.uniproc:UniProcExecutor"),
-            ExecutorSpec("mp", "pagoda.executor.multiproc:MultiprocExecutor")]
+            ExecutorSpec("mp", "pagoda.executor.multiproc:MultiprocExecutor"),
+            ExecutorSpec("ray", "pagoda.executor.ray_executor:RayExecutor")]
 
 
 @hookimpl

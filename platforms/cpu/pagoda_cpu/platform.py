@@ -14,6 +14,7 @@ class CpuPlatform(Platform):
     device_type = "cpu"
     supported_dtypes = (torch.float32, torch.bfloat16, torch.float16)
     distributed_backend = "gloo"
+    ray_resource = "CPU"
     preferred_attention_backends = ("cpu_sdpa", "reference")
     supported_quant_methods = ("none", "gguf")
 

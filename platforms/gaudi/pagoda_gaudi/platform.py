@@ -25,6 +25,7 @@ class GaudiPlatform(Platform):
     supported_dtypes: tuple[torch.dtype, ...] = (torch.bfloat16, torch.float32)
     supports_graph_capture = True
     distributed_backend = "hccl"
+    ray_resource = "HPU"
     preferred_attention_backends = ("fused_sdpa", "reference")
 
     def __init__(self, buckets: BucketConfig | None = None) -> None:

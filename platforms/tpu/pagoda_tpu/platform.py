@@ -32,6 +32,7 @@ class TpuPlatform(Platform):
     device_type = "xla"
     supported_dtypes: tuple[torch.dtype, ...] = (torch.bfloat16, torch.float32)
     distributed_backend = "xla"
+    ray_resource = "TPU"
     preferred_attention_backends = ("pallas", "xla")
     samples_on_host = True
     supports_async_scheduling = False  # the host samples: it has each step's tokens anyway

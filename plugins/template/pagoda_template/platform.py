@@ -13,6 +13,7 @@ class TemplatePlatform(Platform):
     device_type = "cpu"  # a real plugin: its torch device type ("xpu", "hpu", ...)
     supported_dtypes = (torch.float32, torch.bfloat16)
     distributed_backend = "gloo"
+    ray_resource = "CPU"
     preferred_attention_backends = ("template",)
     executor = "uniproc"
 

@@ -1,0 +1,57 @@
+"""A worker as a Ray actor: the same `Worker`, driven by remote calls.
+
+The actor is threaded (two threads): one serves the executor's calls in order, the other
+holds `wait_until_stopped`, a call that returns only when the executor stops the actor,
+so that the actor's death ends it with an error the executor's monitor sees.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+from typing import Any
+
+from pagoda import logs
+from pagoda.plugins.lazy import load_target
+
+
+class RayWorker:
+    def __init__(self, worker_cls: str | type, config: Any, rank: int, answers_steps: bool,
+                 worker_kwargs: dict[str, Any], log_level: int):
+        logs.configure(log_level)
+        self.worker_cls, self.config, self.rank = worker_cls, config, rank
+        self.answers_steps = answers_steps
+        self.worker_kwargs = worker_kwargs
+        self.worker: Any = None
+        self._stopped = threading.Event()
+
+    def address(self) -> tuple[str, int, int]:
+        """(this node's IP, a free port on it, this process's id)."""
+        import ray
+
+        with socket.socket() as s:
+            s.bind(("", 0))
+            return ray.util.get_node_ip_address(), int(s.getsockname()[1]), os.getpid()
+
+    def start(self, init_method: str) -> None:
+        """Build the worker. Ray shows each actor only its own device (index 0)."""
+        self.worker = load_target(self.worker_cls)(
+            self.config, rank=self.rank, local_rank=0, distributed_init_method=init_method,
+            **self.worker_kwargs)
+
+    def call(self, method: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        return getattr(self.worker, method)(*args, **kwargs)
+
+    def execute_model(self, scheduler_output: Any) -> Any:
+        """Every rank resolves its step (request states stay equal); one answers."""
+        result = self.worker.execute_model(scheduler_output).result()
+        return result if self.answers_steps else None
+
+    def wait_until_stopped(self) -> None:
+        self._stopped.wait()
+
+    def stop(self) -> None:
+        if self.worker is not None:
+            self.worker.shutdown()
+        self._stopped.set()
