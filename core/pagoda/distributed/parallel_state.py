@@ -22,18 +22,13 @@ COLLECTIVE_TIMEOUT = timedelta(minutes=10)
 
 @dataclass(frozen=True)
 class TensorParallelGroup:
-    """The ranks that split each layer's weights, and this process's rank among them."""
+    """The ranks that split each layer's weights, and this process's rank among them.
+    (Layers sum their partial results with the `all_reduce` op over `group`.)"""
 
     rank: int = 0
     world_size: int = 1
     group: Any = None
     """The torch.distributed process group (None for a group of one)."""
-
-    def all_reduce(self, x: torch.Tensor) -> torch.Tensor:
-        """The sum of `x` over the group (in place: `x` holds it after)."""
-        if self.world_size > 1:
-            dist.all_reduce(x, group=self.group)
-        return x
 
     def all_gather(self, x: torch.Tensor, dim: int = -1) -> torch.Tensor:
         """Every rank's `x` concatenated along `dim`, in rank order."""

@@ -7,7 +7,10 @@ Shapes: T tokens, H query heads, B rows. Attention is not an op: its reference i
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
+import torch.distributed as dist
 import torch.nn.functional as F
 
 linear = F.linear
@@ -142,3 +145,14 @@ def sample_from_logits(
     scaled = x / torch.where(draw, temperature.unsqueeze(1), 1.0)
     exponentials = -torch.log(sampling_uniforms(seeds, offsets, logits.shape[1]))
     return torch.where(draw, scaled - torch.log(exponentials), x).argmax(dim=-1)
+
+
+def all_reduce(x: torch.Tensor, group: Any) -> torch.Tensor:
+    """The element-wise sum of `x` over the ranks of torch.distributed process group
+    `group` (each rank passes a tensor of the same shape and dtype, and gets the sum). A
+    collective, and the one op that may write its input: `x` is consumed (the result may be
+    `x` itself), so callers pass a temporary. The reference is the collective backend's own
+    (torch.distributed's); a platform's faster one (e.g. over device peer-to-peer links)
+    registers as a provider."""
+    dist.all_reduce(x, group=group)
+    return x

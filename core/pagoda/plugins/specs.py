@@ -16,6 +16,7 @@ CORE_OPS = (
     "silu_and_mul",
     "gelu_and_mul",
     "sample_from_logits",
+    "all_reduce",
 )
 """The ops core declares (their meaning: `pagoda.ops.reference`); KernelProvider.op is one.
 Attention is not an op: a platform provides it as an `AttentionBackend`."""

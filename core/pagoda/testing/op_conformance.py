@@ -16,6 +16,7 @@ import torch
 from pagoda.ops.registry import OPS, unusable_reason
 from pagoda.plugins.lazy import load_target
 from pagoda.plugins.specs import KernelProvider
+from pagoda.testing.collective_conformance import COLLECTIVE_OPS, check_collective
 from pagoda.testing.op_cases import OpCase, op_cases
 from pagoda.testing.report import ConformanceReport
 from pagoda.testing.tolerances import TOLERANCES, Tolerance, dtype_name, mismatch
@@ -93,15 +94,25 @@ def check_kernel_provider(
     plugin: str = "?",
     device: torch.device | str = "cpu",
     seed: int = 0,
+    platform: str = "cpu",
 ) -> ConformanceReport:
     """Check a registered provider; cases it declines (is_available / supports) are skipped.
-    A provider of an op core does not declare fails."""
+    A provider of an op core does not declare fails. A collective (`all_reduce`) runs on
+    two ranks of `platform` (`check_collective`)."""
     subject = f"{provider.op} by {plugin}/{provider.name} in {dtype_name(dtype)} (seed {seed})"
     if provider.op not in OPS:
         report = ConformanceReport(subject)
         report.failures.append(f"registration: {provider.op!r} is not a core op (known: "
                                f"{', '.join(OPS)}); nothing would ever call this provider")
         return report
+    if provider.op in COLLECTIVE_OPS:
+        reason = unusable_reason(provider, dtype=dtype)
+        if reason:
+            report = ConformanceReport(subject)
+            report.skipped.append(f"every case: {reason}")
+            return report
+        return check_collective(provider.op, provider.impl, dtype, platform=platform,
+                                seed=seed, subject=subject)
     return check_op(
         provider.op,
         load_target(provider.impl),

@@ -53,6 +53,7 @@ class VocabParallelEmbedding(nn.Module):
         self.weight = nn.Parameter(
             torch.empty(self.shard.rows, hidden_size, dtype=dtype), requires_grad=False
         )
+        self._all_reduce = current_ops().all_reduce
 
     def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
         if self.tp.world_size == 1:
@@ -60,7 +61,7 @@ class VocabParallelEmbedding(nn.Module):
         local = input_ids - self.shard.first_row
         outside = (local < 0) | (local >= self.shard.rows)
         hidden = F.embedding(local.masked_fill(outside, 0), self.weight)
-        return self.tp.all_reduce(hidden.masked_fill_(outside.unsqueeze(-1), 0))
+        return self._all_reduce(hidden.masked_fill_(outside.unsqueeze(-1), 0), self.tp.group)
 
 
 class ParallelLMHead(nn.Module):

@@ -11,10 +11,13 @@ whole tensors to its part as they load (`checkpoint_slice`).
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 from torch import nn
 
 from pagoda.distributed import AttentionHeads, shard_range, tp_group
+from pagoda.ops import current_ops
 from pagoda.quant import QuantMethod, UnquantizedMethod
 from pagoda.quant.checkpoint import CheckpointTensor, narrow
 
@@ -87,6 +90,10 @@ class RowParallelLinear(Linear):
 
     _shards_bias = False
 
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self._all_reduce = current_ops().all_reduce
+
     def _local_sizes(self, input_size: int, output_size: int) -> tuple[int, int]:
         return shard_range(input_size, self.tp.rank, self.tp.world_size)[1], output_size
 
@@ -100,7 +107,7 @@ class RowParallelLinear(Linear):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.tp.world_size == 1:
             return self.quant_method.apply(self, x, self.bias)
-        y = self.tp.all_reduce(self.quant_method.apply(self, x))
+        y = self._all_reduce(self.quant_method.apply(self, x), self.tp.group)
         return y if self.bias is None else y + self.bias
 
 
