@@ -63,8 +63,9 @@ async def _generate_all(engine: AsyncLLM, prompts: list[list[int]], tag: str) ->
     return list(await asyncio.gather(*(one(i, p) for i, p in enumerate(prompts))))
 
 
-def test_two_cores_share_the_work_and_give_hf_greedy_tokens(tmp_path: Path) -> None:
-    path = make_checkpoint(tmp_path, tiny_configs()["qwen3"])
+@pytest.mark.parametrize("arch", list(tiny_configs()))
+def test_two_cores_share_the_work_and_give_hf_greedy_tokens(arch: str, tmp_path: Path) -> None:
+    path = make_checkpoint(tmp_path, tiny_configs()[arch])
     mixed = _prompts(1, [3, 17, 9, 30, 1, 12])
     shared = _prompts(2, [5, 9, 2, 7], prefix=_prompts(3, [21])[0])
     expected = hf_greedy(path, mixed + shared, NEW_TOKENS)

@@ -164,8 +164,9 @@ class Worker(WorkerBase):
         capture = self.platform.graph_capture()
         if (capture is not None and not self.config.enforce_eager
                 and self.attn_backend.supports_graph_capture
-                and self.config.parallel.pipeline_parallel_size == 1):  # stages send and
-            # receive from Python between graphs: decode graphs are one stage's work only
+                and self.config.parallel.world_size == 1):
+            # One device only: pipeline stages hand activations on between graphs, and the
+            # collective backend's all-reduce is not known to be capturable.
             sizes = self.config.graph_batch_sizes or default_capture_sizes(sched.max_num_seqs)
             self.runner.graphs = DecodeGraphs(self.model, kv_caches, builder, capture, sizes,
                                               max_blocks, block_size, self.device)
