@@ -33,10 +33,13 @@ async def _complete_all(url: str) -> list[str]:
         await client.close()
 
 
-@pytest.mark.parametrize("layout", [["--data-parallel-size", "2"],
-                                    ["--tensor-parallel-size", "2"]], ids=["dp2", "tp2"])
+@pytest.mark.parametrize(("layout", "banner"), [
+    (["--data-parallel-size", "2"], "parallel:   2 engine cores x 1 device\n"),
+    (["--tensor-parallel-size", "2"], "parallel:   1 engine core x 2 devices (tensor 2 x "
+                                      "pipeline 1)\n"),
+], ids=["dp2", "tp2"])
 def test_parallel_server_answers_like_one_device(tiny_model: Path, tmp_path: Path,
-                                                 layout: list[str]) -> None:
+                                                 layout: list[str], banner: str) -> None:
     llm = LLM(str(tiny_model), dtype="float32", device="cpu", num_kv_blocks=64)
     params = SamplingParams(temperature=0.0, max_tokens=6, ignore_eos=True)
     expected = [o.outputs[0].text for o in llm.generate(
@@ -45,5 +48,6 @@ def test_parallel_server_answers_like_one_device(tiny_model: Path, tmp_path: Pat
     try:
         assert asyncio.run(_complete_all(server.url)) == expected
         assert all(expected)  # text came back
+        assert banner in server.output()
     finally:
         server.stop()

@@ -15,7 +15,7 @@ from pagoda_server import __version__, event_loop
 from pagoda_server.config import ServerConfig
 
 if TYPE_CHECKING:  # the engine and the app load torch: only when serving, not for --help
-    from pagoda.config import EngineConfig
+    from pagoda.config import EngineConfig, ParallelConfig
     from pagoda.frontend.async_llm import AsyncLLM
 
 
@@ -39,11 +39,25 @@ def _print_banner(engine: AsyncLLM, api_keys: list[str], url: str) -> None:
         f"  plugin:     {_plugin_of(info['platform'])}",
         f"  device:     {info['platform']} ({info.get('device', '?')})",
         f"  attention:  {info['attention_backend']}, dtype {info.get('dtype', '?')}",
-        f"  KV cache:   {info['kv_cache_tokens']} tokens; max_model_len {engine.max_model_len}",
+        f"  parallel:   {_layout(engine.config.parallel)}",
+        f"  KV cache:   {info['kv_cache_tokens']} tokens"
+        f"{' per engine core' if engine.config.parallel.data_parallel_size > 1 else ''}; "
+        f"max_model_len {engine.max_model_len}",
         f"  API keys:   {'required' if api_keys else 'none'}",
         f"  listening:  {url}",
     ]
     print("\n".join(lines), flush=True)
+
+
+def _layout(parallel: ParallelConfig) -> str:
+    """e.g. "2 engine cores x 4 devices (tensor 2 x pipeline 2)"."""
+    cores = parallel.data_parallel_size
+    devices = parallel.world_size
+    text = (f"{cores} engine core{'s' * (cores > 1)} x {devices} device{'s' * (devices > 1)}")
+    if devices > 1:
+        text += (f" (tensor {parallel.tensor_parallel_size} x pipeline "
+                 f"{parallel.pipeline_parallel_size})")
+    return text
 
 
 def _url(host: str, port: int) -> str:
