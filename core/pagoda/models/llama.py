@@ -225,6 +225,8 @@ class LlamaModel(nn.Module):
         )
         self.norm = (RMSNorm(spec.hidden_size, config.rms_norm_eps, dtype=dtype)
                      if self.stage.is_last else None)
+        # A plain list: run every step without building a ModuleList slice each time.
+        self._stage_layers = list(self.layers)[self.local_layers.start:self.local_layers.stop]
 
     def forward(
         self,
@@ -241,8 +243,7 @@ class LlamaModel(nn.Module):
         else:
             assert intermediate is not None, "a later stage starts from the previous one's"
             hidden_states, residual = intermediate
-        layers = self.layers[self.local_layers.start : self.local_layers.stop]
-        for layer, kv_cache in zip(layers, kv_caches, strict=True):
+        for layer, kv_cache in zip(self._stage_layers, kv_caches, strict=True):
             hidden_states, residual = layer(
                 positions, hidden_states, residual, kv_cache, attn_metadata
             )
