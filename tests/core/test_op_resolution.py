@@ -22,7 +22,11 @@ def test_every_op_resolves_to_the_platform_provider(
     platform: str, provider: str, ops: tuple[str, ...]
 ) -> None:
     table = OpTable(platform, dtype=torch.float32)
-    assert table.providers == {op: provider if op in ops else "core/reference" for op in OPS}
+    required = {op: name for op, name in table.providers.items() if not OPS[op].optional}
+    assert required == {op: provider if op in ops else "core/reference"
+                        for op, spec in OPS.items() if not spec.optional}
+    assert set(table.providers) | set(table.missing) == set(OPS)
+    assert not set(table.providers) & set(table.missing)
     assert table.platform == platform
 
 

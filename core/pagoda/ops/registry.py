@@ -17,20 +17,27 @@ from pagoda.ops import reference
 from pagoda.plugins.lazy import load_target
 from pagoda.plugins.manager import PluginRegistries, get_registries
 from pagoda.plugins.registry import Registered
-from pagoda.plugins.specs import CORE_OPS, KernelProvider
+from pagoda.plugins.specs import CORE_OPS, QUANT_OPS, KernelProvider
 
 REFERENCE_PROVIDER = "reference"
 
 
 @dataclass(frozen=True)
 class OpSpec:
-    """An op of the core: its name and the reference implementation that defines it."""
+    """An op of the core: its name and the reference implementation that defines it.
+    `optional`: a platform need not offer it (the quantized linears, `QUANT_OPS`)."""
 
     name: str
     reference: Callable[..., Any]
+    optional: bool = False
 
 
-OPS: dict[str, OpSpec] = {name: OpSpec(name, getattr(reference, name)) for name in CORE_OPS}
+OPS: dict[str, OpSpec] = {name: OpSpec(name, getattr(reference, name), name in QUANT_OPS)
+                          for name in CORE_OPS}
+
+
+def _identity(weight: Any) -> Any:
+    return weight
 
 
 class OpResolutionError(RuntimeError):
@@ -86,28 +93,58 @@ def reference_ops_requested() -> set[str]:
 
 
 class OpTable:
-    """Every op resolved for one platform: `table.rms_norm(x, w, eps)` is a plain call."""
+    """Every op resolved for one platform: `table.rms_norm(x, w, eps)` is a plain call.
+
+    An optional op (a quantized linear) the platform does not offer is left out: `missing`
+    says why, and `require(op, purpose)` turns that into an error naming who offers it.
+    `prepare[op]` is the chosen provider's weight preparation (the identity if it has none).
+    """
 
     def __init__(self, platform: str, regs: PluginRegistries | None = None, **static_args: Any):
         self.platform = platform
         self.providers: dict[str, str] = {}
+        self.prepare: dict[str, Callable[[Any], Any]] = {}
+        self.missing: dict[str, str] = {}
         forced = reference_ops_requested()
         for op in OPS:
             if op in forced:
-                setattr(self, op, OPS[op].reference)
-                self.providers[op] = f"core/{REFERENCE_PROVIDER} ({REFERENCE_OPS_ENV})"
+                self._set(op, OPS[op].reference, _identity,
+                          f"core/{REFERENCE_PROVIDER} ({REFERENCE_OPS_ENV})")
                 continue
-            entry = resolve_op(op, platform, regs, **static_args)
-            setattr(self, op, load_target(entry.spec.impl))
-            self.providers[op] = f"{entry.plugin}/{entry.spec.name}"
+            try:
+                entry = resolve_op(op, platform, regs, **static_args)
+            except OpResolutionError as exc:
+                if not OPS[op].optional:
+                    raise
+                self.missing[op] = str(exc)
+                continue
+            prepare = load_target(entry.spec.prepare) if entry.spec.prepare else _identity
+            self._set(op, load_target(entry.spec.impl), prepare,
+                      f"{entry.plugin}/{entry.spec.name}")
+
+    def _set(self, op: str, impl: Callable[..., Any], prepare: Callable[[Any], Any],
+             provider: str) -> None:
+        setattr(self, op, impl)
+        self.prepare[op] = prepare
+        self.providers[op] = provider
+
+    def require(self, op: str, purpose: str, regs: PluginRegistries | None = None) -> None:
+        """Raise OpResolutionError unless `op` resolved: `purpose` says what needs it, and
+        the message names the platforms that register a provider of it."""
+        if op not in self.missing:
+            return
+        regs = regs or get_registries()
+        offered = sorted({p for e in regs.kernels.candidates(op) for p in e.spec.platforms})
+        raise OpResolutionError(
+            f"{purpose} needs op {op!r}, which platform {self.platform!r} does not offer "
+            f"({self.missing[op]}); platforms that offer it: {', '.join(offered) or 'none'}")
 
     @classmethod
     def reference(cls) -> OpTable:
         """A table of the reference implementations (any device)."""
         table = cls.__new__(cls)
         table.platform = "*"
-        table.providers = {}
+        table.providers, table.prepare, table.missing = {}, {}, {}
         for name, spec in OPS.items():
-            setattr(table, name, spec.reference)
-            table.providers[name] = f"core/{REFERENCE_PROVIDER}"
+            table._set(name, spec.reference, _identity, f"core/{REFERENCE_PROVIDER}")
         return table

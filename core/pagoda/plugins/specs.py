@@ -17,9 +17,17 @@ CORE_OPS = (
     "gelu_and_mul",
     "sample_from_logits",
     "all_reduce",
+    "fp8_linear",
+    "int8_linear",
+    "woq_linear",
 )
 """The ops core declares (their meaning: `pagoda.ops.reference`); KernelProvider.op is one.
 Attention is not an op: a platform provides it as an `AttentionBackend`."""
+
+QUANT_OPS = ("fp8_linear", "int8_linear", "woq_linear")
+"""The quantized linears (FP8 and INT8 weights and activations, weight-only integer
+groups): ops a platform offers only by registering a provider. Core registers no fallback
+for them, so a quantization scheme runs exactly where some platform says it can."""
 
 RETIRED_OPS = {
     "reshape_and_cache": "plugin API 3: attention (KV cache writes included) is an "
@@ -101,6 +109,8 @@ class KernelProvider:
     `impl` has the op's reference signature. `is_available()` (optional) returns None when the
     provider can run in this process, else the reason it cannot. `supports(**static_args)`
     (optional) says whether it handles the arguments known at setup (dtype, head size ...).
+    `prepare(weight)` (optional, quantized linears) turns the canonical quantized weight
+    into what `impl` takes in its place (a kernel's own layout), once per layer at load.
     """
 
     op: str
@@ -110,6 +120,7 @@ class KernelProvider:
     priority: int = 0
     is_available: Target | None = None
     supports: Target | None = None
+    prepare: Target | None = None
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from pagoda.ops import current_ops
 from pagoda.quant.method import QuantMethod
 
 
@@ -17,6 +16,8 @@ class UnquantizedMethod(QuantMethod):
     ) -> None:
         weight = torch.empty(output_size, input_size, dtype=dtype)
         layer.register_parameter("weight", nn.Parameter(weight, requires_grad=False))
+        from pagoda.ops import current_ops  # (pagoda.ops' references import pagoda.quant)
+
         # Bound now, as the layer is built under the platform's op table (`use_ops`).
         layer.linear_op = current_ops().linear
 

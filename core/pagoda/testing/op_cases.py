@@ -15,6 +15,7 @@ from typing import Any
 
 import torch
 
+from pagoda.testing.quant_cases import fp8_linear_cases, int8_linear_cases, woq_linear_cases
 from pagoda.testing.tolerances import dtype_name
 
 
@@ -174,6 +175,9 @@ CASE_GENERATORS: dict[str, Callable[[torch.dtype, torch.Generator], Iterator[OpC
     "silu_and_mul": silu_and_mul_cases,
     "gelu_and_mul": gelu_and_mul_cases,
     "sample_from_logits": sample_from_logits_cases,
+    "fp8_linear": fp8_linear_cases,
+    "int8_linear": int8_linear_cases,
+    "woq_linear": woq_linear_cases,
 }
 
 

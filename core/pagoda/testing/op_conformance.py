@@ -7,6 +7,7 @@ must be left unchanged.
 
 from __future__ import annotations
 
+import dataclasses
 import traceback
 from collections.abc import Callable
 from typing import Any
@@ -19,12 +20,29 @@ from pagoda.plugins.specs import KernelProvider
 from pagoda.testing.collective_conformance import COLLECTIVE_OPS, check_collective
 from pagoda.testing.op_cases import OpCase, op_cases
 from pagoda.testing.report import ConformanceReport
-from pagoda.testing.tolerances import TOLERANCES, Tolerance, dtype_name, mismatch
+from pagoda.testing.tolerances import Tolerance, dtype_name, mismatch, op_tolerance
+
+
+def _copy(value: Any, device: torch.device | str) -> Any:
+    """A copy of a tensor, or of a dataclass of tensors (a quantized weight), on `device`."""
+    if isinstance(value, torch.Tensor):
+        return value.clone().to(device)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return dataclasses.replace(value, **{f.name: _copy(getattr(value, f.name), device)
+                                             for f in dataclasses.fields(value)})
+    return value
 
 
 def _copy_args(args: dict[str, Any], device: torch.device | str) -> dict[str, Any]:
-    return {k: v.clone().to(device) if isinstance(v, torch.Tensor) else v
-            for k, v in args.items()}
+    return {k: _copy(v, device) for k, v in args.items()}
+
+
+def _same(a: Any, b: Any) -> bool:
+    if isinstance(b, torch.Tensor):
+        return torch.equal(a.detach().cpu(), b)
+    if dataclasses.is_dataclass(b) and not isinstance(b, type):
+        return all(_same(getattr(a, f.name), getattr(b, f.name)) for f in dataclasses.fields(b))
+    return True
 
 
 def _outputs(result: Any) -> dict[str, Any]:
@@ -42,9 +60,7 @@ def _compare(got: dict[str, Any], want: dict[str, Any], tol: Tolerance) -> list[
 
 def _mutated(case: OpCase, used: dict[str, Any]) -> list[str]:
     return [f"modified its input {name!r} in place"
-            for name, value in case.args.items()
-            if isinstance(value, torch.Tensor)
-            and not torch.equal(used[name].detach().cpu(), value)]
+            for name, value in case.args.items() if not _same(used[name], value)]
 
 
 def check_op(
@@ -56,14 +72,16 @@ def check_op(
     seed: int = 0,
     unusable: Callable[..., str | None] | None = None,
     subject: str | None = None,
+    prepare: Callable[[Any], Any] | None = None,
 ) -> ConformanceReport:
     """Run `impl` on every case of `op` in `dtype` and compare it to the reference.
 
     `unusable(**static_args)` returns why a case is out of the implementation's scope (it is
-    then skipped), or None.
+    then skipped), or None. `prepare` (a quantized linear's) turns the case's `weight` into
+    what `impl` takes, as at load.
     """
     reference = OPS[op].reference
-    tol = TOLERANCES[dtype]
+    tol = op_tolerance(op, dtype)
     report = ConformanceReport(subject or f"{op} in {dtype_name(dtype)} (seed {seed})")
     for case in op_cases(op, dtype, seed):
         reason = unusable(**case.static_args) if unusable else None
@@ -74,7 +92,10 @@ def check_op(
         want = _outputs(reference(*ref_args.values()))
         used = _copy_args(case.args, device)
         try:
-            got = _outputs(impl(*used.values()))
+            call = dict(used)
+            if prepare is not None:
+                call["weight"] = prepare(call["weight"])
+            got = _outputs(impl(*call.values()))
         except Exception as exc:
             tb = traceback.format_exc(limit=-3).rstrip().replace("\n", "\n    ")
             report.failures.append(f"{case.label}: raised {exc!r}\n    {tb}")
@@ -121,4 +142,5 @@ def check_kernel_provider(
         seed=seed,
         unusable=lambda **static: unusable_reason(provider, **static),
         subject=subject,
+        prepare=load_target(provider.prepare) if provider.prepare else None,
     )

@@ -1,0 +1,149 @@
+"""Quantized weights in their canonical forms: what the quantized-linear ops take.
+
+Every checkpoint format (FP8 and INT8 checkpoints of compressed-tensors or HF, GPTQ, AWQ,
+compressed-tensors pack-quantized, GGUF) is turned into one of these at load; a kernel
+provider's `prepare` then turns it into its own layout once. Each form can dequantize
+itself: that is what it means, and what the ops' references compute with.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+import torch
+
+FP8_DTYPE = torch.float8_e4m3fn
+FP8_MAX = float(torch.finfo(FP8_DTYPE).max)  # 448
+INT8_MAX = 127
+MIN_SCALE = 1e-12
+"""Smallest activation scale: an all-zero row quantizes to zeros instead of dividing by 0."""
+
+
+@dataclass(frozen=True)
+class Fp8Weight:
+    """A [N, K] float8 (e4m3) weight: w = weight * scale.
+
+    `scale` is float32, either per output row ([N]) or per block ([ceil(N / bn),
+    ceil(K / bk)] with `block` = (bn, bk), as HF's fine-grained FP8 and DeepSeek store
+    it). Activations are quantized to e4m3 too: with `input_scale` (a float32 scalar,
+    static) or per token (per token and group of bk inputs when blocked).
+    """
+
+    weight: torch.Tensor
+    scale: torch.Tensor
+    input_scale: torch.Tensor | None = None
+    block: tuple[int, int] | None = None
+
+    @property
+    def shape(self) -> torch.Size:
+        return self.weight.shape
+
+    def dequantize(self) -> torch.Tensor:
+        """The float32 [N, K] values."""
+        w = self.weight.float()
+        if self.block is None:
+            return w * self.scale.float().unsqueeze(1)
+        bn, bk = self.block
+        n, k = w.shape
+        scale = self.scale.float().repeat_interleave(bn, 0)[:n].repeat_interleave(bk, 1)[:, :k]
+        return w * scale
+
+
+@dataclass(frozen=True)
+class Int8Weight:
+    """A [N, K] int8 weight with a float32 scale per output row: w = weight * scale[:, None].
+    Activations are quantized to int8 symmetrically, per token (or by the static
+    `input_scale`), and the product accumulates exactly in int32."""
+
+    weight: torch.Tensor
+    scale: torch.Tensor
+    input_scale: torch.Tensor | None = None
+
+    @property
+    def shape(self) -> torch.Size:
+        return self.weight.shape
+
+    def dequantize(self) -> torch.Tensor:
+        return self.weight.float() * self.scale.float().unsqueeze(1)
+
+
+@dataclass(frozen=True)
+class GroupQuantWeight:
+    """A [N, K] weight as `bits`-bit codes with a scale and an offset per group of inputs:
+    w[n, k] = codes[n, k] * scales[n, g] + offsets[n, g], g = k // group_size.
+
+    Every weight-only integer format is this: symmetric 4-bit (GPTQ sym, compressed-tensors
+    W4A16) has offsets = -8 * scales, zero points z give offsets = -z * scales, GGUF Q4_1's
+    minimum is the offset, Q8_0 is 8 bits with offsets = -128 * scales.
+    """
+
+    codes: torch.Tensor
+    """uint8 [N, K], values 0 .. 2**bits - 1."""
+    scales: torch.Tensor
+    """float [N, K // group_size]."""
+    offsets: torch.Tensor
+    """float [N, K // group_size]."""
+    bits: int = 4
+
+    @property
+    def shape(self) -> torch.Size:
+        return self.codes.shape
+
+    @property
+    def group_size(self) -> int:
+        return self.codes.shape[1] // self.scales.shape[1]
+
+    def map_rows(self, fn: Callable[[torch.Tensor], torch.Tensor]) -> GroupQuantWeight:
+        """The same weight with `fn` (an operation on rows) applied to every part."""
+        return replace(self, codes=fn(self.codes), scales=fn(self.scales),
+                       offsets=fn(self.offsets))
+
+    def narrow(self, dim: int, start: int, length: int) -> GroupQuantWeight:
+        """Rows (dim 0) or columns (dim 1, whole groups only) start..start+length."""
+        if dim == 0:
+            return self.map_rows(lambda t: t.narrow(0, start, length))
+        group = self.group_size
+        if start % group or length % group:
+            raise ValueError(f"columns {start}..{start + length} of a {self.bits}-bit weight "
+                             f"cut its groups of {group}")
+        return replace(self, codes=self.codes.narrow(1, start, length),
+                       scales=self.scales.narrow(1, start // group, length // group),
+                       offsets=self.offsets.narrow(1, start // group, length // group))
+
+    def dequantize(self) -> torch.Tensor:
+        """The float32 [N, K] values."""
+        rows, cols = self.codes.shape
+        groups = self.codes.view(rows, -1, self.group_size).float()
+        values = groups * self.scales.float().unsqueeze(-1) + self.offsets.float().unsqueeze(-1)
+        return values.view(rows, cols)
+
+
+QuantizedWeight = Fp8Weight | Int8Weight | GroupQuantWeight
+
+
+def per_token_scale(x: torch.Tensor, qmax: float, group: int | None = None) -> torch.Tensor:
+    """float32 scales amax / qmax of each row of x [T, K] ([T, 1]), or of each group of
+    `group` inputs of each row ([T, ceil(K / group)])."""
+    xf = x.float().abs()
+    if group is None:
+        amax = xf.amax(dim=-1, keepdim=True)
+    else:
+        t, k = xf.shape
+        pad = -k % group
+        amax = torch.nn.functional.pad(xf, (0, pad)).view(t, -1, group).amax(dim=-1)
+    return amax.clamp(min=MIN_SCALE * qmax) / qmax
+
+
+def quantize_fp8(x: torch.Tensor, scale: torch.Tensor,
+                 group: int | None = None) -> torch.Tensor:
+    """x [T, K] / scale ([T, 1], [T, K / group] or a scalar), saturated, as float8 e4m3."""
+    xf = x.float()
+    if group is not None and scale.dim() == 2 and scale.shape[1] > 1:
+        scale = scale.repeat_interleave(group, dim=1)[:, : x.shape[1]]
+    return (xf / scale).clamp(-FP8_MAX, FP8_MAX).to(FP8_DTYPE)
+
+
+def quantize_int8(x: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
+    """x [T, K] / scale ([T, 1] or a scalar), rounded half to even and saturated, as int8."""
+    return torch.round(x.float() / scale).clamp(-128, INT8_MAX).to(torch.int8)
