@@ -34,12 +34,12 @@ class GGUFModel:
         shapes = {t.name: torch_shape(t) for t in self._reader.tensors}
         self.config: PretrainedConfig = build_config(self.metadata, self.arch, shapes)
 
-    def iter_weights(self, keep_int4: bool = False) -> Iterator[tuple[str, CheckpointTensor]]:
+    def iter_weights(self, keep_quantized: bool = False) -> Iterator[tuple[str, CheckpointTensor]]:
         """(HF checkpoint name, float32 tensor) pairs, one tensor in memory at a time.
 
-        With `keep_int4`, Q4_0/Q4_1 matrices come as `Int4Weight` instead.
+        With `keep_quantized`, Q4_0/Q4_1/Q8_0 matrices come as `GroupQuantWeight` instead.
         """
-        return iter_hf_weights(self._reader.tensors, self.arch, self.config, keep_int4)
+        return iter_hf_weights(self._reader.tensors, self.arch, self.config, keep_quantized)
 
     def load_tokenizer(self) -> PreTrainedTokenizerBase:
         """The file's tokenizer, special tokens and chat template."""

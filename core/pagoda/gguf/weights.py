@@ -1,4 +1,4 @@
-"""Stream a GGUF file's tensors as HF-named float32 torch tensors (or Q4 ones as Int4Weight)."""
+"""Stream a GGUF file's tensors as HF-named float32 torch tensors (or Q4/Q8_0 ones as GroupQuantWeight)."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from transformers import PretrainedConfig
 
 from pagoda.gguf.config import ArchSpec
 from pagoda.gguf.dequant import check_supported, dequantize
-from pagoda.gguf.int4 import INT4_TYPES, int4_weight
 from pagoda.gguf.names import hf_name
-from pagoda.quant import CheckpointTensor, Int4Weight
+from pagoda.gguf.quantized import KEPT_TYPES, quantized_weight
+from pagoda.quant import CheckpointTensor, GroupQuantWeight
 
 
 def unpermute_rows(weight: torch.Tensor, n_heads: int) -> torch.Tensor:
@@ -30,13 +30,13 @@ def iter_hf_weights(
     tensors: Sequence[ReaderTensor],
     spec: ArchSpec,
     config: PretrainedConfig,
-    keep_int4: bool = False,
+    keep_quantized: bool = False,
 ) -> Iterator[tuple[str, CheckpointTensor]]:
     """(HF name, float32 tensor) for every tensor, dequantized one at a time.
 
-    With `keep_int4`, Q4_0/Q4_1 matrices come as `Int4Weight` instead. Names and types
-    are all checked before the first tensor is read, so a file that cannot load fails at
-    once with a ValueError naming the tensor.
+    With `keep_quantized`, Q4_0/Q4_1/Q8_0 matrices come as `GroupQuantWeight` instead.
+    Names and types are all checked before the first tensor is read, so a file that cannot
+    load fails at once with a ValueError naming the tensor.
     """
     plan = [(tensor, hf_name(tensor.name)) for tensor in tensors]
     for tensor, _ in plan:
@@ -45,16 +45,16 @@ def iter_hf_weights(
         "q_proj": config.num_attention_heads,
         "k_proj": config.num_key_value_heads,
     }
-    return _stream(plan, heads if spec.permuted_qk else {}, keep_int4)
+    return _stream(plan, heads if spec.permuted_qk else {}, keep_quantized)
 
 
 def _stream(
-    plan: list[tuple[ReaderTensor, str]], permuted_heads: dict[str, int], keep_int4: bool
+    plan: list[tuple[ReaderTensor, str]], permuted_heads: dict[str, int], keep_quantized: bool
 ) -> Iterator[tuple[str, CheckpointTensor]]:
     for tensor, name in plan:
         weight: CheckpointTensor
-        if keep_int4 and tensor.tensor_type in INT4_TYPES and len(tensor.shape) == 2:
-            weight = int4_weight(tensor)
+        if keep_quantized and tensor.tensor_type in KEPT_TYPES and len(tensor.shape) == 2:
+            weight = quantized_weight(tensor)
         else:
             weight = torch.from_numpy(dequantize(tensor))
         n_heads = permuted_heads.get(name.split(".")[-2])
@@ -64,6 +64,6 @@ def _stream(
 
 
 def _unpermute(weight: CheckpointTensor, n_heads: int) -> CheckpointTensor:
-    if isinstance(weight, Int4Weight):
+    if isinstance(weight, GroupQuantWeight):
         return weight.map_rows(lambda part: unpermute_rows(part, n_heads))
     return unpermute_rows(weight, n_heads)

@@ -108,18 +108,20 @@ class LlamaAttention(nn.Module):
         dtype: torch.dtype,
         attn_backend: type[AttentionBackend],
         quant_method: QuantMethod | None,
+        prefix: str,
     ):
         super().__init__()
         self.qkv_proj = QKVParallelLinear(
             spec.hidden_size, spec.head_size, spec.num_heads, spec.num_kv_heads,
             bias=spec.qkv_bias, dtype=dtype, quant_method=quant_method,
+            prefix=f"{prefix}.qkv_proj",
         )
         heads = self.qkv_proj.heads  # this rank's
         self.num_heads, self.num_kv_heads = heads.local_heads, heads.local_kv_heads
         self.head_size = spec.head_size
         self.o_proj = RowParallelLinear(
             spec.num_heads * spec.head_size, spec.hidden_size,
-            bias=spec.o_bias, dtype=dtype, quant_method=quant_method,
+            bias=spec.o_bias, dtype=dtype, quant_method=quant_method, prefix=f"{prefix}.o_proj",
         )
         eps = config.rms_norm_eps
         self.q_norm = RMSNorm(spec.head_size, eps, dtype=dtype) if spec.qk_norm else None
@@ -159,15 +161,16 @@ class LlamaDecoderLayer(nn.Module):
         dtype: torch.dtype,
         attn_backend: type[AttentionBackend],
         quant_method: QuantMethod | None,
+        prefix: str,
     ):
         super().__init__()
         self.self_attn = LlamaAttention(
             config, spec, rotary, sliding_window=sliding_window, dtype=dtype,
-            attn_backend=attn_backend, quant_method=quant_method,
+            attn_backend=attn_backend, quant_method=quant_method, prefix=f"{prefix}.self_attn",
         )
         self.mlp = SiluMLP(
             spec.hidden_size, config.intermediate_size,
-            bias=spec.mlp_bias, dtype=dtype, quant_method=quant_method,
+            bias=spec.mlp_bias, dtype=dtype, quant_method=quant_method, prefix=f"{prefix}.mlp",
         )
         self.input_layernorm = RMSNorm(spec.hidden_size, config.rms_norm_eps, dtype=dtype)
         self.post_attention_layernorm = RMSNorm(
@@ -220,6 +223,7 @@ class LlamaModel(nn.Module):
             LlamaDecoderLayer(
                 config, spec, rotary, sliding_window=window, dtype=dtype,
                 attn_backend=attn_backend, quant_method=quant_method,
+                prefix=f"model.layers.{index}",
             ) if index in self.local_layers else nn.Identity()
             for index, window in enumerate(layer_sliding_windows(config))
         )

@@ -17,6 +17,7 @@ from torch import nn
 
 from pagoda.models.layers.linear import Linear, MergedColumnParallelLinear
 from pagoda.quant.checkpoint import CheckpointTensor, copy_weight, dense
+from pagoda.quant.layout import layout_of
 
 SAFETENSORS_INDEX = "model.safetensors.index.json"
 
@@ -91,22 +92,19 @@ def load_checkpoint_weights(
         param_name, shard = targets[name]
         module_name, _, attr = param_name.rpartition(".")
         module = model.get_submodule(module_name)
+        if isinstance(module, Linear):  # its quant method loads every tensor of it
+            module.load_checkpoint_tensor(attr, tensor, shard, name)
+            seen.add(name)
+            continue
         part = getattr(module, "checkpoint_slice", None)  # tensor-parallel layers: their part
         if part is not None:
             try:
                 tensor = part(tensor, shard, attr)
             except ValueError as exc:
                 raise ValueError(f"Weight {name!r} {exc}") from None
-        if isinstance(module, Linear) and attr == "weight":
-            module.quant_method.load_weight(module, tensor, shard, name)
-        else:
-            param = params[param_name]
-            if shard is not None:
-                assert isinstance(module, MergedColumnParallelLinear)
-                param = module.shard_view(param, shard)
-            copy_weight(param, dense(tensor), name)
+        copy_weight(params[param_name], dense(tensor), name)
         seen.add(name)
-    missing = sorted(targets.keys() - seen)
+    missing = sorted(n for n in targets.keys() - seen if layout_of(params[targets[n][0]]).required)
     if missing:
         shown = ", ".join(missing[:10]) + (f" and {len(missing) - 10} more" * (len(missing) > 10))
         raise ValueError(f"Missing weights for {type(model).__name__}: {shown}")

@@ -75,6 +75,8 @@ def resolve_op(
         if reason is None:
             return entry
         reasons.append(f"{entry.plugin}/{entry.spec.name}: {reason}")
+    if not reasons:
+        raise OpResolutionError(f"no provider of op {op!r} is registered for {platform!r}")
     raise OpResolutionError(f"No usable provider of op {op!r} on {platform!r}: {reasons}")
 
 

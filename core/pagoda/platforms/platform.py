@@ -73,9 +73,6 @@ class Platform(ABC):
     preferred_attention_backends: ClassVar[tuple[str, ...]] = ()
     """Attention backend names in order of preference; the registry fills in the rest."""
 
-    supported_quant_methods: ClassVar[tuple[str, ...]] = ("none",)
-    """Quantization methods this platform can run."""
-
     executor: ClassVar[str] = "uniproc"
     """Executor name used when the user asks for none."""
 
@@ -169,6 +166,5 @@ class Platform(ABC):
             "supports_graph_capture": self.supports_graph_capture,
             "distributed_backend": self.distributed_backend,
             "preferred_attention_backends": list(self.preferred_attention_backends),
-            "supported_quant_methods": list(self.supported_quant_methods),
             "executor": self.executor,
         }

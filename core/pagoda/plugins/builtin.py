@@ -27,6 +27,19 @@ MODEL_ARCHITECTURES = {
 }
 
 
+QUANT_METHODS = {
+    "none": "pagoda.quant.unquantized:UnquantizedMethod",
+    "compressed-tensors": "pagoda.quant.compressed_tensors:CompressedTensorsMethod",
+    "fp8": "pagoda.quant.formats:Fp8Method",
+    "gptq": "pagoda.quant.formats:GptqMethod",
+    "awq": "pagoda.quant.formats:AwqMethod",
+    "int8": "pagoda.quant.formats:Int8Method",
+    "int4": "pagoda.quant.formats:Int4Method",
+    "gguf": "pagoda.quant.gguf:GGUFMethod",
+}
+"""Quantization methods by name: a checkpoint's `quant_method`, or `--quantization`."""
+
+
 @hookimpl
 def pagoda_plugin_info() -> PluginInfo:
     return PluginInfo("core", __version__, PLUGIN_API_VERSION, "Pagoda core", package="pagoda",
@@ -45,7 +58,9 @@ def pagoda_attention_backends() -> list[AttentionBackendSpec]:
 
 @hookimpl
 def pagoda_quant_methods() -> list[QuantMethodSpec]:
-    return [QuantMethodSpec("none", "pagoda.quant.unquantized:UnquantizedMethod")]
+    # Where each runs is decided per layer by the quantized-linear op it needs
+    # (`QUANT_OPS`): a platform offers a scheme by registering that op's kernel.
+    return [QuantMethodSpec(name, target) for name, target in QUANT_METHODS.items()]
 
 
 @hookimpl

@@ -1,7 +1,10 @@
-"""Quantization methods: the interface, the unquantized default, checkpoint tensor forms."""
+"""Quantization: the QuantMethod interface, the methods core ships, canonical quantized
+weights (`pagoda.quant.tensors`) and parameter layouts (`pagoda.quant.layout`)."""
 
-from pagoda.quant.checkpoint import CheckpointTensor, Int4Weight
+from pagoda.quant.checkpoint import CheckpointTensor
 from pagoda.quant.method import QuantMethod
+from pagoda.quant.tensors import Fp8Weight, GroupQuantWeight, Int8Weight
 from pagoda.quant.unquantized import UnquantizedMethod
 
-__all__ = ["CheckpointTensor", "Int4Weight", "QuantMethod", "UnquantizedMethod"]
+__all__ = ["CheckpointTensor", "Fp8Weight", "GroupQuantWeight", "Int8Weight", "QuantMethod",
+           "UnquantizedMethod"]

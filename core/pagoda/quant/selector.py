@@ -1,7 +1,9 @@
-"""Resolve the user's `quantization` setting to a QuantMethod the platform can run."""
+"""Resolve the checkpoint's quantization (its `quantization_config`) and the user's
+`quantization` setting to the QuantMethod the model is built with."""
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from pagoda.platforms.platform import Platform
@@ -9,17 +11,24 @@ from pagoda.plugins.lazy import load_target
 from pagoda.plugins.manager import PluginRegistries, get_registries
 from pagoda.quant.method import QuantMethod
 
+logger = logging.getLogger(__name__)
+
 
 class QuantMethodError(ValueError):
     pass
 
 
-def supported_quant_methods(platform: Platform, regs: PluginRegistries) -> list[str]:
-    """Methods the platform declares and some plugin registers for it."""
-    return [
-        name for name in platform.supported_quant_methods
-        if any(e.runs_on(platform.name) for e in regs.quant_methods.candidates(name))
-    ]
+def checkpoint_quantization(hf_config: Any) -> tuple[str | None, dict[str, Any]]:
+    """(quant_method, quantization_config) the checkpoint declares, or (None, {})."""
+    config = getattr(hf_config, "quantization_config", None)
+    if config is None:
+        return None, {}
+    if not isinstance(config, dict):
+        config = config.to_dict()
+    method = config.get("quant_method")
+    if not method:
+        raise QuantMethodError("The checkpoint's quantization_config names no quant_method")
+    return str(method).lower().replace("_", "-"), config
 
 
 def select_quant_method(
@@ -28,18 +37,31 @@ def select_quant_method(
     hf_config: Any = None,
     regs: PluginRegistries | None = None,
 ) -> QuantMethod:
-    """The method called `name` (None: "none"), built from the checkpoint's config."""
+    """The method for `name` (None: whatever the checkpoint declares, else "none"), built
+    from the checkpoint's quantization config. Asking for another method than the one a
+    quantized checkpoint was made with is an error (its tensors only load one way)."""
     regs = regs or get_registries()
-    name = name or "none"
+    declared, config = checkpoint_quantization(hf_config)
+    if declared is not None and name not in (None, declared):
+        raise QuantMethodError(
+            f"The checkpoint is quantized with {declared!r} (its quantization_config); "
+            f"quantization {name!r} cannot load it: leave quantization unset or use "
+            f"{declared!r}")
+    name = declared or name or "none"
     if name not in regs.quant_methods:
         known = ", ".join(regs.quant_methods.names())
         raise QuantMethodError(f"Unknown quantization method {name!r} (registered: {known})")
-    supported = supported_quant_methods(platform, regs)
-    if name not in supported:
-        raise QuantMethodError(
-            f"Quantization method {name!r} is not supported on platform {platform.name!r} "
-            f"(supported there: {', '.join(supported) or 'nothing'})"
-        )
-    entry = next(e for e in regs.quant_methods.candidates(name) if e.runs_on(platform.name))
+    entry = next((e for e in regs.quant_methods.candidates(name) if e.runs_on(platform.name)),
+                 None)
+    if entry is None:
+        where = sorted({p for e in regs.quant_methods.candidates(name) for p in e.spec.platforms})
+        raise QuantMethodError(f"Quantization method {name!r} is not available on platform "
+                               f"{platform.name!r} (registered for: {', '.join(where)})")
     method_cls: type[QuantMethod] = load_target(entry.spec.method)
-    return method_cls.from_config(getattr(hf_config, "quantization_config", None) or {})
+    try:
+        method = method_cls.from_config(config)
+    except ValueError as exc:
+        raise QuantMethodError(str(exc)) from None
+    if name != "none":
+        logger.info("Quantization: %s", method.describe())
+    return method

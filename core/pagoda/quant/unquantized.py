@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from pagoda.quant.layout import add_param
 from pagoda.quant.method import QuantMethod
 
 
@@ -14,10 +15,9 @@ class UnquantizedMethod(QuantMethod):
     def create_weights(
         self, layer: nn.Module, input_size: int, output_size: int, dtype: torch.dtype
     ) -> None:
-        weight = torch.empty(output_size, input_size, dtype=dtype)
-        layer.register_parameter("weight", nn.Parameter(weight, requires_grad=False))
         from pagoda.ops import current_ops  # (pagoda.ops' references import pagoda.quant)
 
+        add_param(layer, "weight", torch.empty(output_size, input_size, dtype=dtype))
         # Bound now, as the layer is built under the platform's op table (`use_ops`).
         layer.linear_op = current_ops().linear
 

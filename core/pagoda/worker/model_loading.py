@@ -58,6 +58,6 @@ def _load_gguf(source: ModelSource, hf_config: Any, *, dtype: torch.dtype,
     with torch.device(device):
         module = model_cls(hf_config, dtype=dtype, attn_backend=attn_backend,
                            quant_method=quant_method)
-    module.load_weights(source.gguf.iter_weights(keep_int4=quant_method.checkpoint_format == "gguf"))
+    module.load_weights(source.gguf.iter_weights(keep_quantized=quant_method.checkpoint_format == "gguf"))
     process_weights_after_loading(module)
     return module.eval()

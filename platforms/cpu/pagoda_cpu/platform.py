@@ -16,7 +16,6 @@ class CpuPlatform(Platform):
     distributed_backend = "gloo"
     ray_resource = "CPU"
     preferred_attention_backends = ("cpu_sdpa", "reference")
-    supported_quant_methods = ("none", "gguf")
 
     @property
     def default_dtype(self) -> torch.dtype:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pagoda.plugins import AttentionBackendSpec, KernelProvider, PlatformPlugin, QuantMethodSpec
+from pagoda.plugins import AttentionBackendSpec, KernelProvider, PlatformPlugin
 from pagoda_cpu import __version__
 
 PLATFORM = "cpu"
@@ -18,7 +18,6 @@ plugin = PlatformPlugin(
     probe="pagoda_cpu.host:probe", platform="pagoda_cpu.platform:CpuPlatform",
     attention_backends=[AttentionBackendSpec(
         "cpu_sdpa", "pagoda_cpu.attention:CpuSdpaAttentionBackend", (PLATFORM,), priority=10)],
-    quant_methods=[QuantMethodSpec("gguf", "pagoda_cpu.quant_gguf:GGUFInt4Method", (PLATFORM,))],
     kernel_providers=[KernelProvider(op, "cpu_native", f"{_OPS}:{op}", (PLATFORM,), priority=10)
                       for op in CPU_OPS],
 )

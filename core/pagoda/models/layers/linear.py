@@ -6,7 +6,9 @@ gives its block of y; a row-parallel one holds a block of the input features (it
 weight's columns), takes the matching block of x and all-reduces the partial products.
 A column-parallel layer followed by a row-parallel one (attention's qkv and o, the MLP's
 gate/up and down) needs one all-reduce between them. Each layer cuts the checkpoint's
-whole tensors to its part as they load (`checkpoint_slice`).
+whole tensors to its part as they load (`checkpoint_slice`), whatever the tensor's layout
+(codes packed along either dimension, group scales, per-tensor scales: its parameter's
+`ParamLayout` says which dimension holds which features).
 """
 
 from __future__ import annotations
@@ -20,11 +22,17 @@ from pagoda.distributed import AttentionHeads, shard_range, tp_group
 from pagoda.ops import current_ops
 from pagoda.quant import QuantMethod, UnquantizedMethod
 from pagoda.quant.checkpoint import CheckpointTensor, narrow
+from pagoda.quant.layout import PER_OUTPUT, ParamLayout, add_param, layout_of
 
 
-def _part(tensor: CheckpointTensor, dim: int, whole: int, start: int,
-          length: int) -> CheckpointTensor:
-    """Elements start..start+length along `dim` of a checkpoint tensor `whole` long there."""
+def _part(tensor: CheckpointTensor, layout: ParamLayout, dim: int | None, whole: int,
+          start: int, length: int) -> CheckpointTensor:
+    """Features start..start+length (of `whole`) along `dim` of a checkpoint tensor laid out
+    as `layout` (dim None: the tensor does not run over those features, it is whole)."""
+    if dim is None:
+        return tensor
+    whole, start, length = (layout.along(dim, n, "the tensor-parallel split")
+                            for n in (whole, start, length))
     if tensor.shape[dim] != whole:
         raise ValueError(f"has shape {tuple(tensor.shape)}, the model expects {whole} along "
                          f"dimension {dim} (before the tensor-parallel split)")
@@ -43,20 +51,31 @@ class Linear(nn.Module):
         bias: bool = False,
         dtype: torch.dtype,
         quant_method: QuantMethod | None = None,
+        prefix: str = "",
     ):
         super().__init__()
         self.tp = tp_group()
+        self.prefix = prefix
         self.input_size, self.output_size = self._local_sizes(input_size, output_size)
-        self.quant_method = quant_method or UnquantizedMethod()
+        self.quant_method = (quant_method or UnquantizedMethod()).for_layer(self)
         self.quant_method.create_weights(self, self.input_size, self.output_size, dtype)
         if bias:
+            layout = PER_OUTPUT if self._shards_bias else ParamLayout(None, None)
             bias_size = self.output_size if self._shards_bias else output_size
-            self.bias = nn.Parameter(torch.empty(bias_size, dtype=dtype), requires_grad=False)
+            add_param(self, "bias", torch.empty(bias_size, dtype=dtype), layout)
         else:
             self.register_parameter("bias", None)
 
     _shards_bias = True
     """Whether the bias is split like the output features."""
+    splits_input = False
+    """Whether the ranks each hold a block of the input features (row parallel)."""
+
+    @property
+    def checkpoint_names(self) -> tuple[str, ...]:
+        """The checkpoint modules whose weights this layer holds (its own name, or its
+        shards' for a merged layer)."""
+        return (self.prefix,)
 
     def _local_sizes(self, input_size: int, output_size: int) -> tuple[int, int]:
         """(input, output) features this rank holds."""
@@ -66,6 +85,16 @@ class Linear(nn.Module):
                          attr: str) -> CheckpointTensor:
         """This rank's part of a whole checkpoint tensor of parameter `attr`."""
         return tensor
+
+    def load_checkpoint_tensor(self, attr: str, tensor: CheckpointTensor, shard: str | None,
+                               name: str) -> None:
+        """Load checkpoint tensor `name` (whole) into parameter `attr`: this rank's part,
+        in `shard`'s place for a merged layer, through the quant method."""
+        try:
+            part = self.checkpoint_slice(tensor, shard, attr)
+        except ValueError as exc:
+            raise ValueError(f"Weight {name!r} {exc}") from None
+        self.quant_method.load_weight(self, attr, part, shard, name)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.quant_method.apply(self, x, self.bias)
@@ -81,14 +110,16 @@ class ColumnParallelLinear(Linear):
                          attr: str) -> CheckpointTensor:
         if self.tp.world_size == 1:
             return tensor
-        rows = self.output_size
-        return _part(tensor, 0, rows * self.tp.world_size, self.tp.rank * rows, rows)
+        rows, layout = self.output_size, layout_of(getattr(self, attr))
+        return _part(tensor, layout, layout.output_dim, rows * self.tp.world_size,
+                     self.tp.rank * rows, rows)
 
 
 class RowParallelLinear(Linear):
     """Input features split over the ranks: y = all_reduce(x_r W_r^T) (+ b)."""
 
     _shards_bias = False
+    splits_input = True
 
     def __init__(self, *args: Any, **kwargs: Any):
         super().__init__(*args, **kwargs)
@@ -99,10 +130,11 @@ class RowParallelLinear(Linear):
 
     def checkpoint_slice(self, tensor: CheckpointTensor, shard: str | None,
                          attr: str) -> CheckpointTensor:
-        if attr == "bias" or self.tp.world_size == 1:
+        if self.tp.world_size == 1:
             return tensor
-        cols = self.input_size
-        return _part(tensor, 1, cols * self.tp.world_size, self.tp.rank * cols, cols)
+        cols, layout = self.input_size, layout_of(getattr(self, attr))
+        return _part(tensor, layout, layout.input_dim, cols * self.tp.world_size,
+                     self.tp.rank * cols, cols)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.tp.world_size == 1:
@@ -128,10 +160,16 @@ class MergedColumnParallelLinear(ColumnParallelLinear):
         bias: bool = False,
         dtype: torch.dtype,
         quant_method: QuantMethod | None = None,
+        prefix: str = "",
     ):
         self.shards = self._local_shards(shards)
         super().__init__(input_size, sum(shards.values()), bias=bias, dtype=dtype,
-                         quant_method=quant_method)
+                         quant_method=quant_method, prefix=prefix)
+
+    @property
+    def checkpoint_names(self) -> tuple[str, ...]:
+        parent = self.prefix.rpartition(".")[0]
+        return tuple(f"{parent}.{shard}" if parent else shard for shard in self.shards)
 
     def _local_shards(self, shards: dict[str, int]) -> dict[str, int]:
         world = tp_group().world_size
@@ -145,8 +183,9 @@ class MergedColumnParallelLinear(ColumnParallelLinear):
         assert shard is not None, "a merged layer loads its shards' weights"
         if self.tp.world_size == 1:
             return tensor
-        rows = self.shards[shard]
-        return _part(tensor, 0, rows * self.tp.world_size, self.tp.rank * rows, rows)
+        rows, layout = self.shards[shard], layout_of(getattr(self, attr))
+        return _part(tensor, layout, layout.output_dim, rows * self.tp.world_size,
+                     self.tp.rank * rows, rows)
 
     def shard_rows(self, shard: str) -> tuple[int, int]:
         """(first output row, number of rows) of `shard` in this rank's weight."""
@@ -158,9 +197,18 @@ class MergedColumnParallelLinear(ColumnParallelLinear):
         raise KeyError(f"{shard!r} is not a shard of this layer (shards: {list(self.shards)})")
 
     def shard_view(self, param: torch.Tensor, shard: str) -> torch.Tensor:
-        """The rows of `param` (this layer's weight or bias) that `shard` loads into."""
+        """The part of `param` (a parameter of this layer) that `shard` loads into: its
+        rows, wherever its layout keeps the output features, or its entry if per shard."""
+        layout = layout_of(param)
+        if layout.per_shard:
+            return param[list(self.shards).index(shard)]
+        if layout.output_dim is None:
+            raise ValueError(f"parameter of shape {tuple(param.shape)} is not per output "
+                             f"feature: shard {shard!r} has no place of its own in it")
         offset, size = self.shard_rows(shard)
-        return param.narrow(0, offset, size)
+        what = f"shard {shard!r}"
+        return param.narrow(layout.output_dim, layout.along(layout.output_dim, offset, what),
+                            layout.along(layout.output_dim, size, what))
 
     def split(self, y: torch.Tensor) -> tuple[torch.Tensor, ...]:
         """This layer's output [..., sum(sizes)] cut into the shards' outputs (views)."""
@@ -182,6 +230,7 @@ class QKVParallelLinear(MergedColumnParallelLinear):
         bias: bool = False,
         dtype: torch.dtype,
         quant_method: QuantMethod | None = None,
+        prefix: str = "",
     ):
         tp = tp_group()
         self.heads = AttentionHeads(num_heads, num_kv_heads, tp.rank, tp.world_size)
@@ -191,7 +240,8 @@ class QKVParallelLinear(MergedColumnParallelLinear):
             "k_proj": num_kv_heads * head_size,
             "v_proj": num_kv_heads * head_size,
         }
-        super().__init__(hidden_size, shards, bias=bias, dtype=dtype, quant_method=quant_method)
+        super().__init__(hidden_size, shards, bias=bias, dtype=dtype, quant_method=quant_method,
+                         prefix=prefix)
 
     def _local_shards(self, shards: dict[str, int]) -> dict[str, int]:
         kv = self.heads.local_kv_heads * self.head_size
@@ -201,10 +251,11 @@ class QKVParallelLinear(MergedColumnParallelLinear):
                          attr: str) -> CheckpointTensor:
         if self.tp.world_size == 1:
             return tensor
-        heads = self.heads
+        heads, layout = self.heads, layout_of(getattr(self, attr))
         if shard == "q_proj":
             whole, first = heads.num_heads, heads.rank * heads.local_heads
         else:
             whole, first = heads.num_kv_heads, heads.first_kv_head
         rows = self.shards[shard]  # type: ignore[index]
-        return _part(tensor, 0, whole * self.head_size, first * self.head_size, rows)
+        return _part(tensor, layout, layout.output_dim, whole * self.head_size,
+                     first * self.head_size, rows)

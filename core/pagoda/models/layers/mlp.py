@@ -22,17 +22,21 @@ class SiluMLP(nn.Module):
         bias: bool = False,
         dtype: torch.dtype,
         quant_method: QuantMethod | None = None,
+        prefix: str = "",
     ):
         super().__init__()
+        prefix = f"{prefix}." if prefix else ""
         self.gate_up_proj = MergedColumnParallelLinear(
             hidden_size,
             {"gate_proj": intermediate_size, "up_proj": intermediate_size},
             bias=bias,
             dtype=dtype,
             quant_method=quant_method,
+            prefix=f"{prefix}gate_up_proj",
         )
         self.down_proj = RowParallelLinear(
-            intermediate_size, hidden_size, bias=bias, dtype=dtype, quant_method=quant_method
+            intermediate_size, hidden_size, bias=bias, dtype=dtype, quant_method=quant_method,
+            prefix=f"{prefix}down_proj",
         )
         self._silu_and_mul = current_ops().silu_and_mul
 
