@@ -12,6 +12,8 @@ F  cold start of `pagoda serve` with the 8B dummy model, to /health answering
 G  the small-batch GEMV kernel against cuBLAS per matmul shape (ci/gemv_bench.py), and C
    with cuBLAS matmuls
 P  step profiles: the 8B model with 1000 sequences (A) and one (C), the 0.6B with 256 (D)
+Q  quantized weights beside bf16, Pagoda alone: A with FP8 (W8A8, quantized at load) and C
+   with FP8 and with INT4 (W4A16, groups of 128)
 
 Dummy bf16 weights, random prompts, ignore_eos. Roofline figures use the H200 as measured
 (../shared/FACTS.md): bf16 matmul 790 TFLOP/s, device copy 4.24 TB/s.
@@ -60,7 +62,7 @@ def shape(path: Path) -> dict[str, float]:
     per_layer = h * hd * (2 * heads + 2 * kv) + 3 * h * c["intermediate_size"]
     matmul_params = layers * per_layer + vocab * h  # the lm_head reads all of it
     return {"matmul_params": matmul_params, "layers": layers, "heads": heads, "head_dim": hd,
-            "weight_bytes": 2 * matmul_params}
+            "weight_bytes": 2 * matmul_params, "head_params": vocab * h}
 
 
 def flops(s: dict[str, float], prompt_len: float, output_len: float) -> float:
@@ -143,6 +145,39 @@ def bench_c(out: Path, llama: Path, s: dict) -> dict:
             "ratio": hf.get("time_per_output_token_s", float("nan")) / tpot,
             "weights-bound TPOT ms": 1e3 * bound, "bandwidth roofline": bound / tpot,
             "goal": "TPOT <= 4.6 ms"}
+
+
+def quantized(out: Path, llama: Path, s: dict) -> list[dict]:
+    """A and C with quantized weights (`--quantization`, quantized at load from the dummy
+    bf16 weights), each beside bf16 in this run."""
+    rows = []
+    for tag, q, goal in (("bf16", None, "baseline"), ("fp8", "fp8", ">= 28000 out tok/s")):
+        extra = ["--quantization", q] if q else []
+        r = throughput(out, f"QA-{tag}", llama, ["--backend", "pagoda", "--num-prompts", "1000",
+                                                  "--input-len", "128", "--output-len", "128",
+                                                  *THROUGHPUT, *extra])
+        rows.append(offline_row(f"A {tag}", r, s, goal))
+    goals = {"bf16": ("", "baseline"), "fp8": ("fp8", "TPOT <= 2.4 ms"),
+             "int4": ("int4", "TPOT <= 1.6 ms")}
+    for tag, (q, goal) in goals.items():
+        extra = ["--quantization", q] if q else []
+        result = out / f"QC-{tag}.json"
+        run([*PAGODA, "bench", "latency", str(llama), "--device", "cuda", "--load-format",
+             "dummy", "--dtype", "bfloat16", "--backend", "pagoda", "--batch-size", "1",
+             "--input-len", "128", "--output-len", "128", "--num-iters", "3",
+             "--num-iters-warmup", "1", *extra, "--output-json", str(result)],
+            out / f"QC-{tag}.log")
+        ours = json.loads(result.read_text())["results"]["pagoda"]
+        # The LM head stays bf16; int4 adds a scale and an offset (bf16) per 128 weights.
+        per_weight = {"bf16": 2, "fp8": 1, "int4": 0.5 + 2 * 2 / 128}[tag]
+        head = s["head_params"]
+        bound = ((s["matmul_params"] - head) * per_weight + 2 * head) / PEAK_BYTES_PER_S
+        rows.append({"benchmark": f"C {tag}",
+                     "pagoda TPOT ms": 1e3 * ours["time_per_output_token_s"],
+                     "weights-bound TPOT ms": 1e3 * bound,
+                     "bandwidth roofline": bound / ours["time_per_output_token_s"],
+                     "goal": goal})
+    return rows
 
 
 def cublas_c(out: Path, llama: Path) -> dict:
@@ -287,7 +322,7 @@ def main() -> int:
             "A": lambda: [bench_a(out, llama, s8)], "B": lambda: [bench_b(out, llama, s8)],
             "C": lambda: [bench_c(out, llama, s8)], "D": lambda: [bench_d(out, qwen, s06)],
             "E": lambda: bench_e_f(out, llama, s8),
-            "G": lambda: gemv(out, llama)}
+            "G": lambda: gemv(out, llama), "Q": lambda: quantized(out, llama, s8)}
     for key in dict.fromkeys("E" if k == "F" else k for k in wanted):
         try:
             rows += plan[key]()

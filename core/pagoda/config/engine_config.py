@@ -96,8 +96,10 @@ class ModelConfig:
     chat_template: str | None = None
     """A Jinja chat template, or a file holding one; None: the tokenizer's."""
     quantization: str | None = None
-    """Quantization method by name; None or none: dense weights (GGUF ones dequantized);
-    gguf (CPU): Q4_0/Q4_1 GGUF weights stay 4-bit."""
+    """Quantization method. None: what the checkpoint's quantization_config says
+    (compressed-tensors, fp8, gptq, awq), else dense weights (a GGUF's dequantized);
+    fp8, int8, int4: quantize a dense checkpoint at load (FP8 or INT8 weights and
+    activations, or 4-bit weights); gguf: keep a GGUF's Q4_0/Q4_1/Q8_0 weights quantized."""
 
     def __post_init__(self) -> None:
         check_choices(self)
