@@ -1,4 +1,5 @@
-"""A tiny Q4 GGUF Llama with packed weights against the same file dequantized."""
+"""A tiny GGUF Llama with its Q4/Q8_0 weights kept against the same file dequantized, on
+the CPU platform's kernels."""
 
 from __future__ import annotations
 
@@ -15,12 +16,13 @@ from pagoda.worker.model_loading import build_model
 from tests.models.model_harness import PagedBatch
 from tests.quant.tiny_gguf import LAYERS
 
+from pagoda.quant.gguf import GGUFMethod
+
 pytest.importorskip("pagoda_cpu")
 from pagoda_cpu.attention import CpuSdpaAttentionBackend  # noqa: E402
-from pagoda_cpu.quant_gguf import GGUFInt4Method  # noqa: E402
 
 
-def _build(path: Path, quant_method: GGUFInt4Method | None) -> torch.nn.Module:
+def _build(path: Path, quant_method: GGUFMethod | None) -> torch.nn.Module:
     source = ModelSource("tiny", path, "gguf")
     with use_ops(OpTable("cpu", dtype=torch.float32)):
         return build_model(source, source.hf_config(), dtype=torch.float32,
@@ -35,18 +37,19 @@ def _logits(model: torch.nn.Module) -> torch.Tensor:
     return torch.cat(prefill + decode)
 
 
-@pytest.mark.parametrize("v_type", [T.Q4_0, T.Q8_0])
-def test_packed_model_logits_close_to_dequantized(write_tiny, v_type):
+@pytest.mark.parametrize("v_type", [T.Q4_0, T.Q8_0, T.F16])
+def test_kept_model_logits_close_to_dequantized(write_tiny, v_type):
     def type_of(name: str) -> T:
         if name == "token_embd.weight":
             return T.Q8_0
         return v_type if ".attn_v." in name else T.Q4_1
 
     path = write_tiny(type_of)
-    packed_model = _build(path, GGUFInt4Method())
+    packed_model = _build(path, GGUFMethod())
     linears = [m for m in packed_model.modules() if isinstance(m, Linear)]
-    dense = [m for m in linears if m.weight.dtype != torch.uint8]
-    # The fused qkv layer is dense exactly when its v shard is not Q4 in the file.
+    dense = [m for m in linears if m.qweight is None]
+    # The fused qkv layer is dense exactly when its v part is neither Q4 like the others
+    # (Q8_0 beside Q4 cannot share one weight) nor kept at all (F16).
     assert len(linears) == 4 * LAYERS
     assert all(isinstance(m, QKVParallelLinear) for m in dense)
     assert len(dense) == (0 if v_type == T.Q4_0 else LAYERS)

@@ -96,13 +96,14 @@ def load_checkpoint_weights(
             module.load_checkpoint_tensor(attr, tensor, shard, name)
             seen.add(name)
             continue
+        tensor = dense(tensor)  # only linear layers keep quantized tensors
         part = getattr(module, "checkpoint_slice", None)  # tensor-parallel layers: their part
         if part is not None:
             try:
                 tensor = part(tensor, shard, attr)
             except ValueError as exc:
                 raise ValueError(f"Weight {name!r} {exc}") from None
-        copy_weight(params[param_name], dense(tensor), name)
+        copy_weight(params[param_name], tensor, name)
         seen.add(name)
     missing = sorted(n for n in targets.keys() - seen if layout_of(params[targets[n][0]]).required)
     if missing:

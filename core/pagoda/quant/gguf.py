@@ -41,10 +41,10 @@ class GGUFMethod(OpLinearMethod):
             return
         groups = input_size // BLOCK
         add_param(layer, "weight", torch.empty(output_size, input_size, dtype=torch.uint8))
-        add_param(layer, "weight_scale", torch.empty(output_size, groups),
-                  ParamLayout(input_per=BLOCK))
-        add_param(layer, "weight_offset", torch.empty(output_size, groups),
-                  ParamLayout(input_per=BLOCK))
+        # Filled from the checkpoint's "weight" (a GroupQuantWeight), not tensors of their own.
+        part_of_weight = ParamLayout(input_per=BLOCK, required=False)
+        add_param(layer, "weight_scale", torch.empty(output_size, groups), part_of_weight)
+        add_param(layer, "weight_offset", torch.empty(output_size, groups), part_of_weight)
 
     def load_weight(
         self, layer: nn.Module, attr: str, loaded: CheckpointTensor, shard: str | None,
