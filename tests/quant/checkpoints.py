@@ -427,10 +427,17 @@ def _int4_checkpoint(path: Path, method: str, *, group_size: int, symmetric: boo
     tensors = {k: v.detach().clone().contiguous() for k, v in model.state_dict().items()}
     result = QuantCheckpoint(path, dense, dict(dense), _linear_names(model))
     gen = torch.Generator().manual_seed(seed + 1)
+    perms: dict[str, torch.Tensor] = {}
     for name in result.quantized:
         w = dense[f"{name}.weight"]
         n, k = w.shape
-        perm = torch.randperm(k, generator=gen) if desc_act else torch.arange(k)
+        # GPTQ orders a layer's inputs by its input Hessian's diagonal: the projections
+        # that read the same input (q, k, v; gate, up) get the same order.
+        shared = name.replace("k_proj", "q_proj").replace("v_proj", "q_proj") \
+            .replace("up_proj", "gate_proj")
+        if shared not in perms:
+            perms[shared] = torch.randperm(k, generator=gen) if desc_act else torch.arange(k)
+        perm = perms[shared]
         codes_p, zeros, scale, state, scheme = _int4(w[:, perm], group_size, symmetric)
         inverse = torch.argsort(perm)
         codes = codes_p[:, inverse]  # back to the original input order

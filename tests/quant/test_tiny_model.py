@@ -12,11 +12,10 @@ from gguf import GGMLQuantizationType as T
 from pagoda.model_source import ModelSource
 from pagoda.models.layers.linear import Linear, QKVParallelLinear
 from pagoda.ops import OpTable, use_ops
+from pagoda.quant.gguf import GGUFMethod
 from pagoda.worker.model_loading import build_model
 from tests.models.model_harness import PagedBatch
 from tests.quant.tiny_gguf import LAYERS
-
-from pagoda.quant.gguf import GGUFMethod
 
 pytest.importorskip("pagoda_cpu")
 from pagoda_cpu.attention import CpuSdpaAttentionBackend  # noqa: E402

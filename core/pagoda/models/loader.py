@@ -30,9 +30,15 @@ def load_hf_config(path: str | os.PathLike[str]) -> PretrainedConfig:
 
 
 def resolve_model_class(config: PretrainedConfig) -> type[nn.Module]:
-    """The registered model class for the config's `architectures`."""
+    """The registered model class for the config's `architectures` (a config without
+    them: the causal LM transformers builds for its `model_type`)."""
     models = get_registries().models
     architectures = getattr(config, "architectures", None) or []
+    if not architectures:
+        from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+
+        default = MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.get(getattr(config, "model_type", None))
+        architectures = [default] if default else []
     for arch in architectures:
         if arch in models:
             return load_target(models.get(arch).spec.model)
