@@ -89,22 +89,28 @@ def plan_qgemm(m: int, n: int, block_k: int | None = None) -> QGemmPlan:
 
 @triton.jit
 def _quantize(x, xs, INT8: tl.constexpr, EXACT: tl.constexpr):
-    """float32 x [BM, BK] / xs [BM] as int8 or float8 codes."""
-    v = x / xs[:, None]
-    if INT8:
-        return round_int8(v).to(tl.int8)
-    return quantize_fp8(v, EXACT)
+    """float32 x [BM, BK] / xs [BM] as int8 or float8 codes. Multiplies by the reciprocal
+    (a division per element would cost more than the weight's own arithmetic): a value may
+    round to the neighbouring step where the reference divides, which the ops allow."""
+    v = x * (1.0 / xs)[:, None]
+    if INT8:  # noqa: SIM108 (Triton compiles both arms of a conditional expression)
+        q = round_int8(v).to(tl.int8)
+    else:
+        q = quantize_fp8(v, EXACT)
+    return q
 
 
 @triton.jit
 def _dot(a, b, INT8: tl.constexpr, DOT_F32: tl.constexpr):
     """a [P, BK] times b [Q, BK]^T of 8-bit codes: int32 for int8, else float32."""
     if DOT_F32:
-        return tl.dot(a.to(tl.float32), tl.trans(b.to(tl.float32)), input_precision="ieee")
-    if INT8:
-        return tl.dot(a, tl.trans(b), out_dtype=tl.int32)
-    # fp8: promote to float32 after every K tile (the tensor cores' own fp8 sums are short)
-    return tl.dot(a, tl.trans(b), max_num_imprecise_acc=a.shape[1])
+        y = tl.dot(a.to(tl.float32), tl.trans(b.to(tl.float32)), input_precision="ieee")
+    elif INT8:
+        y = tl.dot(a, tl.trans(b), out_dtype=tl.int32)
+    else:
+        # promote to float32 after every K tile (the tensor cores' own fp8 sums are short)
+        y = tl.dot(a, tl.trans(b), max_num_imprecise_acc=a.shape[1])
+    return y
 
 
 @triton.jit(do_not_specialize=["M"])

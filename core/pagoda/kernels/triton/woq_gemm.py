@@ -9,9 +9,11 @@ contiguous, in the canonical weight's own float type (they are read in float32).
 Two kernels:
 
 - `_woq_gemv_kernel`, a few rows (decode): each program streams BLOCK_N rows of packed
-  words, [BLOCK_N, BLOCK_K] weights a step (BLOCK_K a multiple of GROUP), converts the codes
-  to float32 and sums code * x per group, then applies the group's scale and offset once:
-  sum_k (c_k s + o) x_k = s * sum_k c_k x_k + o * sum_k x_k. K splits as in `gemv.py`.
+  words, [BLOCK_N, BLOCK_K] weights a step (BLOCK_K a multiple of GROUP), dequantizes them
+  in float32 registers (code * s + o) and accumulates products per (row, k lane), summed
+  over K once at the end, as the bf16 gemv's register path does; no reduction inside the
+  loop (a per-group reduction compiled to shuffles and barriers every step). K splits as
+  in `gemv.py`.
 - `_woq_gemm_kernel`, any number of rows: [BLOCK_M, BLOCK_N] output tiles; each K tile of
   W is dequantized to the model's 16-bit type (float32 for float32 models) and multiplied
   with `tl.dot`.
@@ -94,6 +96,19 @@ def plan_woq_gemm(m: int, n: int, group: int) -> WoqGemmPlan:
     return WoqGemmPlan(bm, bn, max(group, 64), 8 if bm * bn >= 128 * 128 else 4, 3)
 
 
+@triton.jit
+def _dequantize(codes, s, o, GROUP: tl.constexpr):
+    """float32 codes [R, C] -> codes * s + o, s and o [R, C / GROUP] (one a group)."""
+    R: tl.constexpr = codes.shape[0]
+    C: tl.constexpr = codes.shape[1]
+    if C == GROUP:
+        w = codes * s + o
+    else:
+        w = tl.reshape(tl.reshape(codes, (R, C // GROUP, GROUP)) * s[:, :, None] + o[:, :, None],
+                       (R, C))
+    return w
+
+
 @triton.jit(do_not_specialize=["M"])
 def _woq_gemv_kernel(
     out_ptr, part_ptr, x_ptr, w_ptr, s_ptr, o_ptr, bias_ptr, M, N, K, split_len,
@@ -120,21 +135,26 @@ def _woq_gemv_kernel(
     x_tile = x_ptr + m[:, None] * stride_xm + k[None, :]
     lo = split * split_len
     hi = tl.minimum(lo + split_len, K)
-    acc = tl.zeros([BLOCK_N, BLOCK_M], dtype=tl.float32)
+    if BLOCK_M == 1:
+        acc = tl.zeros([BLOCK_N, BLOCK_K], dtype=tl.float32)
+    else:
+        acc = tl.zeros([BLOCK_N, BLOCK_M, BLOCK_K], dtype=tl.float32)
     for start in tl.range(lo, hi, BLOCK_K, num_stages=STAGES):
         # K is whole groups: a step is whole groups, some of them past K at the end
-        g_ok = start // GROUP + g < K // GROUP
+        g_ok = (start // GROUP + g < K // GROUP)[None, :]
         words = tl.load(w_tile + start // PACK, mask=(start + j * PACK < hi)[None, :], other=0)
-        codes = tl.reshape(unpack_codes(words, BITS), (BLOCK_N, 1, GROUPS, GROUP))
+        s = tl.load(s_ptr + s_tile + start // GROUP, mask=g_ok, other=0.0).to(tl.float32)
+        o = tl.load(o_ptr + s_tile + start // GROUP, mask=g_ok, other=0.0).to(tl.float32)
+        w = _dequantize(unpack_codes(words, BITS), s, o, GROUP)
         x = tl.load(x_tile + start, mask=m_ok[:, None] & (start + k < hi)[None, :], other=0.0)
-        x = tl.reshape(x.to(tl.float32), (1, BLOCK_M, GROUPS, GROUP))
-        cx = tl.sum(codes * x, axis=3)  # [BLOCK_N, BLOCK_M, GROUPS]
-        sx = tl.sum(x, axis=3)  # [1, BLOCK_M, GROUPS]
-        s = tl.load(s_ptr + s_tile + start // GROUP, mask=g_ok[None, :], other=0.0)
-        o = tl.load(o_ptr + s_tile + start // GROUP, mask=g_ok[None, :], other=0.0)
-        s = s.to(tl.float32)[:, None, :]
-        o = o.to(tl.float32)[:, None, :]
-        acc += tl.sum(s * cx + o * sx, axis=2)
+        if BLOCK_M == 1:
+            acc += w * x.to(tl.float32)
+        else:
+            acc += w[:, None, :] * x.to(tl.float32)[None, :, :]
+    if BLOCK_M == 1:  # noqa: SIM108 (Triton compiles both arms of a conditional expression)
+        acc = tl.sum(acc, axis=1)[:, None]
+    else:
+        acc = tl.sum(acc, axis=2)
     keep = n_ok[:, None] & m_ok[None, :]
     if NUM_SPLITS == 1:
         if HAS_BIAS:
@@ -178,10 +198,9 @@ def _woq_gemm_kernel(
     for start in range(0, K, BLOCK_K):
         g_ok = (start // GROUP + g < K // GROUP)[None, :]
         words = tl.load(w_tile + start // PACK, mask=(start + j * PACK < K)[None, :], other=0)
-        codes = tl.reshape(unpack_codes(words, BITS), (BLOCK_N, GROUPS, GROUP))
         s = tl.load(s_ptr + s_tile + start // GROUP, mask=g_ok, other=0.0).to(tl.float32)
         o = tl.load(o_ptr + s_tile + start // GROUP, mask=g_ok, other=0.0).to(tl.float32)
-        w = tl.reshape(codes * s[:, :, None] + o[:, :, None], (BLOCK_N, BLOCK_K))
+        w = _dequantize(unpack_codes(words, BITS), s, o, GROUP)
         x = tl.load(x_tile + start, mask=(start + k < K)[None, :], other=0.0)
         acc = tl.dot(x.to(DOT_DTYPE), tl.trans(w.to(DOT_DTYPE)), acc, input_precision="ieee")
     if HAS_BIAS:
