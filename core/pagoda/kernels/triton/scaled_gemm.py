@@ -93,11 +93,7 @@ def _quantize(x, xs, INT8: tl.constexpr, EXACT: tl.constexpr):
     (a division per element would cost more than the weight's own arithmetic): a value may
     round to the neighbouring step where the reference divides, which the ops allow."""
     v = x * (1.0 / xs)[:, None]
-    if INT8:  # noqa: SIM108 (Triton compiles both arms of a conditional expression)
-        q = round_int8(v).to(tl.int8)
-    else:
-        q = quantize_fp8(v, EXACT)
-    return q
+    return round_int8(v).to(tl.int8) if INT8 else quantize_fp8(v, EXACT)
 
 
 @triton.jit

@@ -151,10 +151,7 @@ def _woq_gemv_kernel(
             acc += w * x.to(tl.float32)
         else:
             acc += w[:, None, :] * x.to(tl.float32)[None, :, :]
-    if BLOCK_M == 1:  # noqa: SIM108 (Triton compiles both arms of a conditional expression)
-        acc = tl.sum(acc, axis=1)[:, None]
-    else:
-        acc = tl.sum(acc, axis=2)
+    acc = tl.sum(acc, axis=1)[:, None] if BLOCK_M == 1 else tl.sum(acc, axis=2)
     keep = n_ok[:, None] & m_ok[None, :]
     if NUM_SPLITS == 1:
         if HAS_BIAS:
