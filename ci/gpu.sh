@@ -2,6 +2,7 @@
 # The GPU check of pagoda-cuda: one command on an NVIDIA machine, from the repository root.
 #
 #   bash ci/gpu.sh [all|tests|bench] [A B C D E F G P]  (default: all; benchmarks A-F)
+#   bash ci/gpu.sh quanttests | quantbench [ci/bench_quant_kernels.py arguments]
 #
 # 1. installs core, pagoda-server, pagoda-cpu and pagoda-cuda in editable mode, without
 #    dependencies, into the machine's python ($PYTHON, default python3). torch, triton,
@@ -48,6 +49,18 @@ fi
 if [[ $STAGE == all || $STAGE == bench ]]; then
     echo "== benchmarks"
     "$PY" ci/gpu_bench.py "$RESULTS" "$@" || status=1
+fi
+
+if [[ $STAGE == quanttests ]]; then
+    echo "== quantized-linear kernel tests"
+    "$PY" -m pytest -p no:cacheprovider -rs tests/kernels/test_quant_kernels.py \
+        tests/platforms/cuda/test_cuda_gpu.py -k "quant or fp8 or int8 or woq or resolve" \
+        2>&1 | tee "$RESULTS/pytest_quant.log" || status=1
+fi
+
+if [[ $STAGE == quantbench ]]; then
+    echo "== quantized-linear kernel benchmark"
+    "$PY" ci/bench_quant_kernels.py --json "$RESULTS/quant_bench.json" "$@" || status=1
 fi
 
 echo "== results in $RESULTS"

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from pagoda.kernels.triton_providers import TritonAvailability, triton_kernel_providers
+from pagoda.kernels.triton_providers import (
+    TritonAvailability,
+    triton_kernel_providers,
+    triton_quant_providers,
+)
 from pagoda.plugins import AttentionBackendSpec, PlatformPlugin
 from pagoda_cuda import __version__
 
@@ -19,5 +23,6 @@ plugin = PlatformPlugin(
     attention_backends=[AttentionBackendSpec(
         "triton", "pagoda.kernels.triton.backend:TritonAttentionBackend", (PLATFORM,),
         priority=10)],
-    kernel_providers=triton_kernel_providers(PLATFORM, TRITON),
+    kernel_providers=[*triton_kernel_providers(PLATFORM, TRITON),
+                      *triton_quant_providers(PLATFORM, TRITON)],
 )

@@ -16,7 +16,7 @@ import torch
 pytest.importorskip("pagoda_cuda", reason="pagoda-cuda is not installed")
 
 from pagoda import LLM, SamplingParams  # noqa: E402
-from pagoda.kernels.triton_providers import TRITON_OPS  # noqa: E402
+from pagoda.kernels.triton_providers import TRITON_OPS, TRITON_QUANT_OPS  # noqa: E402
 from pagoda.ops import OPS, OpTable  # noqa: E402
 from pagoda.platforms import Platform, resolve_platform  # noqa: E402
 from pagoda.platforms.platform import budget_within_utilization  # noqa: E402
@@ -80,8 +80,8 @@ def test_memory(cuda: Platform) -> None:
 
 def test_ops_resolve_to_triton() -> None:
     providers = OpTable("cuda", dtype=torch.bfloat16).providers
-    assert providers == {op: "cuda/triton" if op in TRITON_OPS else "core/reference"
-                         for op in OPS}
+    assert providers == {op: "cuda/triton" if op in (*TRITON_OPS, *TRITON_QUANT_OPS)
+                         else "core/reference" for op in OPS}
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=dtype_name)

@@ -15,7 +15,7 @@ import torch
 
 pytest.importorskip("pagoda_cuda", reason="pagoda-cuda is not installed")
 
-from pagoda.kernels.triton_providers import TRITON_OPS  # noqa: E402
+from pagoda.kernels.triton_providers import TRITON_OPS, TRITON_QUANT_OPS  # noqa: E402
 from pagoda.ops import OPS, OpTable  # noqa: E402
 from pagoda.plugins import get_registries, load_target  # noqa: E402
 from pagoda_cuda import nvml, probe  # noqa: E402
@@ -67,7 +67,7 @@ def test_listed_by_pagoda_plugins() -> None:
     assert (rec["status"], rec["distribution"], rec["version"]) == ("loaded", "pagoda-cuda",
                                                                     "0.1.0")
     assert rec["attention_backends"] == ["triton"]
-    assert rec["kernel_providers"] == {op: ["triton"] for op in TRITON_OPS}
+    assert rec["kernel_providers"] == {op: ["triton"] for op in (*TRITON_OPS, *TRITON_QUANT_OPS)}
     [device] = rec["devices"]
     assert device["name"] == "cuda" and device["usable"] is HAS_GPU
     assert (device["reason"] is None) is HAS_GPU
@@ -85,9 +85,15 @@ def test_asking_for_cuda_without_a_gpu_says_why() -> None:
 
 @needs_install
 def test_ops_resolve_to_triton_only_with_a_gpu() -> None:
-    providers = OpTable("cuda", dtype=torch.bfloat16).providers
+    """Without a GPU the quantized linears are not offered at all (core has no fallback)."""
+    table = OpTable("cuda", dtype=torch.bfloat16)
     triton = "cuda/triton" if HAS_GPU else "core/reference"
-    assert providers == {op: triton if op in TRITON_OPS else "core/reference" for op in OPS}
+    required = {op: triton if op in TRITON_OPS else "core/reference"
+                for op, spec in OPS.items() if not spec.optional}
+    if HAS_GPU:
+        assert table.providers == {**required, **dict.fromkeys(TRITON_QUANT_OPS, triton)}
+    else:
+        assert table.providers == required and set(table.missing) == set(TRITON_QUANT_OPS)
 
 
 @needs_install
@@ -100,7 +106,10 @@ def test_registered_targets_are_the_shared_kernels() -> None:
             assert load_target(entry.spec.impl) is getattr(kernels, entry.spec.op)
             assert load_target(entry.spec.supports)(dtype=torch.bfloat16, head_size=128)
             assert not load_target(entry.spec.supports)(dtype=torch.float64)
-            assert not load_target(entry.spec.supports)(dtype=torch.float16, head_size=512)
+            if entry.spec.op in TRITON_QUANT_OPS:
+                assert entry.spec.prepare is not None
+            else:
+                assert not load_target(entry.spec.supports)(dtype=torch.float16, head_size=512)
 
 
 H200 = GpuInfo("NVIDIA H200", "GPU-1111aaaa-0000", 143_771 * 2**20)

@@ -11,11 +11,14 @@ from pagoda.kernels.triton.attention import num_kv_splits, paged_attention
 from pagoda.kernels.triton.gemv import linear, linear_with
 from pagoda.kernels.triton.kv_cache import write_kv_cache
 from pagoda.kernels.triton.norm import fused_add_rms_norm, rms_norm
+from pagoda.kernels.triton.quant_linear import fp8_linear, int8_linear, woq_linear
 from pagoda.kernels.triton.rotary import rotary_embedding
 from pagoda.kernels.triton.sampling import sample_from_logits
 
 __all__ = [
+    "fp8_linear",
     "fused_add_rms_norm",
+    "int8_linear",
     "linear",
     "linear_with",
     "num_kv_splits",
@@ -24,5 +27,6 @@ __all__ = [
     "rotary_embedding",
     "sample_from_logits",
     "silu_and_mul",
+    "woq_linear",
     "write_kv_cache",
 ]

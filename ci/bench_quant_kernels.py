@@ -1,0 +1,234 @@
+"""The quantized-linear kernels (`pagoda.kernels.triton.quant_linear`) against bf16 F.linear on
+Llama-3-8B's matmul shapes, on one GPU; prints a table, writes JSON.
+
+    python3 ci/bench_quant_kernels.py [--rows 1 8 64 1024 4096] [--shapes qkv o gate_up down]
+                                      [--ops fp8 fp8-block int8 int4] [--json PATH]
+    (or: bash ci/gpu.sh quantbench [same arguments])
+
+Every path of every op is timed where it applies: "auto" (what the provider runs for that
+many rows) and each kernel on its own (the Triton gemv's register and tl.dot paths, the
+Triton gemm, torch._scaled_mm and torch._int_mm after the activation-quantization kernel).
+Times are CUDA-graph replays of at least CALLS launches cycling through enough copies of
+the weight to overflow L2 several times (so every launch streams its weight from HBM, as a
+model's layers do), median of REPLAYS, as ci/gemv_bench.py does. TB/s is weight bytes
+(codes + scales) / time, TF/s 2 M N K / time. Each output is first checked against
+`pagoda.ops.quant_reference` within the conformance tolerance; a path that does not match
+is reported and not timed. The summary adds up one 8B decode step's matmuls (32 layers x
+qkv, o, gate_up, down; lm_head left out) per op at one row, beside the goals: FP8 needs the
+gemv at >= 3.3 TB/s, INT4 >= 3 TB/s of packed weights.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import math
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+import triton
+
+sys.path.insert(0, str(Path(__file__).parent))
+from gemv_bench import graph_seconds  # noqa: E402
+
+from pagoda.kernels.triton import quant_linear as ql  # noqa: E402
+from pagoda.kernels.triton.common import parallel_units  # noqa: E402
+from pagoda.kernels.triton.gemv import num_k_splits  # noqa: E402
+from pagoda.kernels.triton.quant_prims import quantize_activations, scale_rows  # noqa: E402
+from pagoda.kernels.triton.scaled_gemm import QGemvPlan, qgemm, qgemv  # noqa: E402
+from pagoda.kernels.triton.woq_gemm import WoqGemvPlan, woq_gemm, woq_gemv  # noqa: E402
+from pagoda.ops import quant_reference  # noqa: E402
+from pagoda.quant.rtn import fp8_weight, group_weight, int8_weight  # noqa: E402
+from pagoda.testing.tolerances import mismatch, op_tolerance  # noqa: E402
+
+SHAPES = {"qkv": (6144, 4096), "o": (4096, 4096), "gate_up": (28672, 4096),
+          "down": (4096, 14336)}
+"""Llama-3-8B: name -> (N, K) of the weight [N, K]."""
+LAYERS = 32
+L2_OVERFLOW = 4
+GOALS = {"fp8": 3.3e12, "int4": 3.0e12}
+"""Weight bytes per second the one-row path must stream for the decode-step goals."""
+OPS = ("fp8", "fp8-block", "int8", "int4")
+REFERENCE = {"fp8": "fp8_linear", "fp8-block": "fp8_linear", "int8": "int8_linear",
+             "int4": "woq_linear"}
+
+
+def nbytes(weight: Any) -> int:
+    """Bytes a matmul reads of a weight: every tensor of it."""
+    if isinstance(weight, torch.Tensor):
+        return weight.numel() * weight.element_size()
+    return sum(nbytes(getattr(weight, f.name)) for f in dataclasses.fields(weight)
+               if isinstance(getattr(weight, f.name), torch.Tensor))
+
+
+def copies_of(weight: Any, l2: int) -> list[Any]:
+    count = max(1, math.ceil(L2_OVERFLOW * l2 / nbytes(weight)))
+    if isinstance(weight, torch.Tensor):
+        return [weight] + [weight.clone() for _ in range(count - 1)]
+    clone = lambda w: dataclasses.replace(w, **{  # noqa: E731
+        f.name: getattr(w, f.name).clone() for f in dataclasses.fields(w)
+        if isinstance(getattr(w, f.name), torch.Tensor)})
+    return [weight] + [clone(weight) for _ in range(count - 1)]
+
+
+def _scaled_mm(x: torch.Tensor, w: ql.ScaledWeight) -> torch.Tensor:
+    xq, xs = quantize_activations(x, False)
+    return torch._scaled_mm(xq, w.weight.t(), scale_a=xs, scale_b=w.scale.view(1, -1),
+                            out_dtype=x.dtype)
+
+
+def _int_mm(x: torch.Tensor, w: ql.ScaledWeight) -> torch.Tensor:
+    xq, xs = quantize_activations(x, True)
+    out = torch.empty(x.shape[0], w.shape[0], dtype=x.dtype, device=x.device)
+    return scale_rows(out, torch._int_mm(xq, w.weight.t()), xs, w.scale, None)
+
+
+def _triton_gemm(x: torch.Tensor, w: ql.ScaledWeight) -> torch.Tensor:
+    int8 = w.weight.dtype == torch.int8
+    xq, xs = quantize_activations(x, int8, w.input_scale, w.block[1] if w.block else None)
+    out = torch.empty(x.shape[0], w.shape[0], dtype=x.dtype, device=x.device)
+    return qgemm(out, xq, xs, w.weight, w.scale, None, block=w.block)
+
+
+def _gemv(plan: QGemvPlan | None) -> Callable[[torch.Tensor, Any], torch.Tensor]:
+    def call(x: torch.Tensor, w: ql.ScaledWeight) -> torch.Tensor:
+        out = torch.empty(x.shape[0], w.shape[0], dtype=x.dtype, device=x.device)
+        return qgemv(out, x, None, w.weight, w.scale, None, x_mode=0, block=w.block, plan=plan)
+    return call
+
+
+def _woq(kernel: Callable[..., torch.Tensor], plan: Any = None
+         ) -> Callable[[torch.Tensor, Any], torch.Tensor]:
+    def call(x: torch.Tensor, w: Any) -> torch.Tensor:
+        out = torch.empty(x.shape[0], w.shape[0], dtype=x.dtype, device=x.device)
+        return kernel(out, x, w, None, plan)
+    return call
+
+
+def paths(op: str, m: int, n: int, k: int, units: int) -> dict[str, Callable[..., Any]]:
+    """Name -> call(x, prepared weight) of every path that applies to `op` at m rows."""
+    fma_splits = num_k_splits(triton.cdiv(n, 8), k, units)
+    fma = QGemvPlan(8, 512, False, fma_splits, 4, 3)
+    found: dict[str, Callable[..., Any]] = {}
+    if op == "int4":
+        found["auto"] = ql.woq_linear
+        if m <= 8:
+            for bn, bk in ((8, 1024), (16, 512), (4, 1024), (8, 512), (16, 128), (8, 128)):
+                if bn * bk * triton.next_power_of_2(m) <= 8192:
+                    plan = WoqGemvPlan(bn, bk, num_k_splits(triton.cdiv(n, bn), k, units))
+                    found[f"gemv {plan.label}"] = _woq(woq_gemv, plan)
+        found["triton gemm"] = _woq(woq_gemm)
+        return found
+    found["auto"] = ql.int8_linear if op == "int8" else ql.fp8_linear
+    if m <= 16:
+        found["gemv dot"] = _gemv(None)
+    if m <= 4 and op != "fp8-block":
+        found["gemv fma"] = _gemv(fma)
+    if op == "fp8" and k % 16 == 0 and n % 16 == 0:
+        found["scaled_mm"] = _scaled_mm
+    if op == "int8" and m > 16:
+        found["int_mm"] = _int_mm
+    found["triton gemm"] = _triton_gemm
+    return found
+
+
+def weights(op: str, dense: torch.Tensor) -> tuple[Any, Any]:
+    """(canonical weight, prepared weight) of `op` made from the dense bf16 weight."""
+    if op == "int4":
+        canonical = group_weight(dense, 4, 128)
+        return canonical, ql.prepare_woq(canonical)
+    if op == "int8":
+        canonical = int8_weight(dense)
+        return canonical, ql.prepare_int8(canonical)
+    canonical = fp8_weight(dense, (128, 128) if op == "fp8-block" else None)
+    return canonical, ql.prepare_fp8(canonical)
+
+
+def bench(name: str, m: int, ops: list[str], units: int, l2: int) -> list[dict[str, Any]]:
+    n, k = SHAPES[name]
+    gen = torch.Generator(device="cuda").manual_seed(m)
+    dense = (torch.randn(n, k, device="cuda", generator=gen) * k**-0.5).to(torch.bfloat16)
+    x = (torch.randn(m, k, device="cuda", generator=gen) * 2).to(torch.bfloat16)
+    flops = 2 * m * n * k
+    rows = [{"shape": name, "rows": m, "op": "bf16", "path": "F.linear", "bytes": nbytes(dense),
+             "seconds": graph_seconds(lambda w: F.linear(x, w), copies_of(dense, l2)),
+             "flops": flops, "error": None}]
+    for op in ops:
+        canonical, prepared = weights(op, dense)
+        want = getattr(quant_reference, REFERENCE[op])(x, canonical)
+        tol = op_tolerance(REFERENCE[op], x.dtype)
+        copies = copies_of(prepared, l2)
+        for label, call in paths(op, m, n, k, units).items():
+            row = {"shape": name, "rows": m, "op": op, "path": label, "flops": flops,
+                   "bytes": nbytes(prepared), "seconds": math.nan}
+            try:
+                row["error"] = mismatch("output", call(x, prepared), want, tol)
+                if row["error"] is None:
+                    row["seconds"] = graph_seconds(lambda w, c=call: c(x, w), copies)
+            except Exception as exc:  # report, keep going
+                row["error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:100]}"
+            rows.append(row)
+        del canonical, prepared, copies, want
+        torch.cuda.empty_cache()
+    return rows
+
+
+def report(rows: list[dict[str, Any]]) -> None:
+    print(f"\n{'shape':8} {'rows':>5} {'op':9} {'path':28} {'us':>9} {'TB/s':>6} {'TF/s':>7} "
+          f"{'x bf16':>6}")
+    bf16 = {(r["shape"], r["rows"]): r["seconds"] for r in rows if r["op"] == "bf16"}
+    for r in rows:
+        s = r["seconds"]
+        print(f"{r['shape']:8} {r['rows']:5} {r['op']:9} {r['path']:28} {s * 1e6:9.1f} "
+              f"{r['bytes'] / s / 1e12:6.2f} {r['flops'] / s / 1e12:7.1f} "
+              f"{bf16[r['shape'], r['rows']] / s:6.2f}"
+              + (f"  MISMATCH {r['error']}" if r["error"] else ""))
+    one = [r for r in rows if r["rows"] == 1 and r["path"] in ("auto", "F.linear")]
+    if {r["shape"] for r in one} != set(SHAPES):
+        return
+    print(f"\n8B decode step, matmuls only ({LAYERS} layers x {', '.join(SHAPES)}), one row:")
+    for op in dict.fromkeys(r["op"] for r in one):
+        mine = [r for r in one if r["op"] == op]
+        seconds = LAYERS * sum(r["seconds"] for r in mine)
+        streamed = LAYERS * sum(r["bytes"] for r in mine) / seconds
+        goal = GOALS.get(op)
+        print(f"  {op:9} {seconds * 1e3:6.3f} ms, {streamed / 1e12:.2f} TB/s"
+              + (f" (goal >= {goal / 1e12:.1f} TB/s: {'met' if streamed >= goal else 'NOT met'})"
+                 if goal else ""))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rows", type=int, nargs="+", default=[1, 8, 64, 1024, 4096])
+    parser.add_argument("--shapes", nargs="+", choices=list(SHAPES), default=list(SHAPES))
+    parser.add_argument("--ops", nargs="+", choices=OPS, default=list(OPS))
+    parser.add_argument("--json", help="write every measurement here")
+    args = parser.parse_args()
+    if not torch.cuda.is_available():
+        print("bench_quant_kernels needs a CUDA GPU")
+        return 1
+    device = torch.device("cuda", torch.cuda.current_device())
+    props = torch.cuda.get_device_properties(device)
+    units, l2 = parallel_units(device), props.L2_cache_size
+    print(f"{props.name}: {units} SMs, L2 {l2 / 2**20:.0f} MiB; torch {torch.__version__}, "
+          f"triton {triton.__version__}")
+    rows: list[dict[str, Any]] = []
+    for m in args.rows:
+        for name in args.shapes:
+            rows += bench(name, m, args.ops, units, l2)
+            print(f"  {name} x{m}: {len(rows)} measurements", flush=True)
+    report(rows)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"device": props.name, "results": rows}, f, indent=1)
+    bad = [r for r in rows if r["error"]]
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,187 @@
+"""The quantized linears on GPUs: `prepare_*` (once per layer, at load) and the ops' impls
+(`pagoda.ops.quant_reference` says what they compute), choosing a kernel by the number of
+rows M of x:
+
+fp8_linear (float8 e4m3 weights, activations quantized per token, by a static scale, or
+per token and group of bk inputs for (bn, bk)-blocked weights):
+  M <= GEMV_MAX_ROWS   `_qgemv_kernel` (quantizes x itself up to FUSED_MAX_ROWS rows)
+  larger, per-row      activations quantized once, then torch._scaled_mm (CUDA, bfloat16
+                       models, K and N multiples of 16), else `_qgemm_kernel`
+  larger, blocked      activations quantized per group, then `_qgemm_kernel`
+int8_linear (int8 weights and activations, exact int32 sums):
+  M <= GEMV_MAX_ROWS   `_qgemv_kernel`
+  larger               activations quantized once, then torch._int_mm (CUDA, K and N
+                       multiples of 8) and a scaling epilogue, else `_qgemm_kernel`
+woq_linear (4- or 8-bit codes per group, x as it is):
+  M <= WOQ_GEMV_ROWS   `_woq_gemv_kernel`, else `_woq_gemm_kernel`
+
+Outputs are in x's type; the arithmetic in float32 (int32 for int8 products).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from pagoda.kernels.triton.common import rows
+from pagoda.kernels.triton.quant_prims import quantize_activations, scale_rows
+from pagoda.kernels.triton.scaled_gemm import FUSED_MAX_ROWS, GEMV_MAX_ROWS, qgemm, qgemv
+from pagoda.kernels.triton.woq_gemm import GEMV_MAX_ROWS as WOQ_GEMV_ROWS
+from pagoda.kernels.triton.woq_gemm import PackedGroupWeight, pack, woq_gemm, woq_gemv
+from pagoda.quant.tensors import Fp8Weight, GroupQuantWeight, Int8Weight
+
+KERNEL_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
+SCALED_MM_DTYPES = (torch.bfloat16,)
+"""Model types torch._scaled_mm serves with row-wise scales (its output is bfloat16)."""
+MAX_BLOCK_K = 256
+WOQ_GROUPS = (16, 32, 64, 128, 256)
+
+
+@dataclass(frozen=True)
+class ScaledWeight:
+    """An fp8 or int8 weight in the kernels' layout: `weight` [N, K] row-major (float8
+    e4m3 or int8), `scale` float32 [N] or per (bn, bk) block, `input_scale` a float32
+    [1] tensor or None, `block` (bn, bk) or None."""
+
+    weight: torch.Tensor
+    scale: torch.Tensor
+    input_scale: torch.Tensor | None = None
+    block: tuple[int, int] | None = None
+
+    @property
+    def shape(self) -> torch.Size:
+        return self.weight.shape
+
+
+def _prepare_scaled(weight: Fp8Weight | Int8Weight, block: tuple[int, int] | None) -> ScaledWeight:
+    static = weight.input_scale
+    return ScaledWeight(weight.weight.contiguous(), weight.scale.float().contiguous(),
+                        static.float().reshape(1).contiguous() if static is not None else None,
+                        block)
+
+
+def prepare_fp8(weight: Fp8Weight) -> ScaledWeight:
+    """Row-major codes, float32 scales (contiguous); checks the block shape."""
+    if weight.block is not None and not _block_ok(weight.block):
+        raise ValueError(f"fp8 blocks {weight.block}: the kernels take bk a power of two "
+                         f"from 16 to {MAX_BLOCK_K}")
+    return _prepare_scaled(weight, weight.block)
+
+
+def prepare_int8(weight: Int8Weight) -> ScaledWeight:
+    return _prepare_scaled(weight, None)
+
+
+def prepare_woq(weight: GroupQuantWeight) -> PackedGroupWeight:
+    """Codes packed into int32 words; scales and offsets contiguous, in their own type."""
+    if weight.bits not in (4, 8) or weight.group_size not in WOQ_GROUPS:
+        raise ValueError(f"{weight.bits}-bit codes in groups of {weight.group_size}: the "
+                         f"kernels take 4 or 8 bits in groups of {WOQ_GROUPS}")
+    return pack(weight)
+
+
+def _block_ok(block: tuple[int, int]) -> bool:
+    bn, bk = block
+    return bn >= 1 and 16 <= bk <= MAX_BLOCK_K and bk & (bk - 1) == 0
+
+
+def _out(x: torch.Tensor, n: int) -> tuple[torch.Tensor, torch.Tensor]:
+    out = torch.empty((*x.shape[:-1], n), dtype=x.dtype, device=x.device)
+    return out, out.view(-1, n)
+
+
+def _empty_case(x2: torch.Tensor, out: torch.Tensor, out2: torch.Tensor,
+                bias: torch.Tensor | None) -> torch.Tensor | None:
+    """The output when there is nothing to multiply (no rows, columns or inputs)."""
+    if out2.numel() == 0:
+        return out
+    if x2.shape[1] == 0:
+        out2.copy_(bias.expand_as(out2) if bias is not None else torch.zeros_like(out2))
+        return out
+    return None
+
+
+def _scaled_linear(x: torch.Tensor, w: ScaledWeight, bias: torch.Tensor | None,
+                   int8: bool) -> torch.Tensor:
+    k, n = x.shape[-1], w.shape[0]
+    x2 = rows(x, k)
+    m = x2.shape[0]
+    out, out2 = _out(x, n)
+    if (done := _empty_case(x2, out, out2, bias)) is not None:
+        return done
+    static = w.input_scale
+    if m <= GEMV_MAX_ROWS and (m <= FUSED_MAX_ROWS or static is not None or w.block):
+        qgemv(out2, x2, static, w.weight, w.scale, bias, x_mode=0 if static is None else 1,
+              block=w.block)
+        return out
+    group = w.block[1] if w.block else None
+    xq, xs = quantize_activations(x2, int8, static, group)
+    if m <= GEMV_MAX_ROWS and not w.block:
+        qgemv(out2, xq, xs, w.weight, w.scale, bias, x_mode=2)
+    elif int8 and _int_mm_ok(x2, m, k, n):
+        acc = torch._int_mm(xq, w.weight.t())
+        scale_rows(out2, acc, xs, w.scale, bias)
+    elif not int8 and not w.block and _scaled_mm_ok(x2, k, n):
+        out2.copy_(torch._scaled_mm(xq, w.weight.t(), scale_a=xs, scale_b=w.scale.view(1, n),
+                                    out_dtype=x.dtype))
+        if bias is not None:
+            out2.add_(bias)
+    else:
+        qgemm(out2, xq, xs, w.weight, w.scale, bias, block=w.block)
+    return out
+
+
+def _scaled_mm_ok(x2: torch.Tensor, k: int, n: int) -> bool:
+    return (x2.is_cuda and x2.dtype in SCALED_MM_DTYPES and k % 16 == 0 and n % 16 == 0)
+
+
+def _int_mm_ok(x2: torch.Tensor, m: int, k: int, n: int) -> bool:
+    return x2.is_cuda and m > 16 and k % 8 == 0 and n % 8 == 0
+
+
+def fp8_linear(x: torch.Tensor, weight: ScaledWeight,
+               bias: torch.Tensor | None = None) -> torch.Tensor:
+    """See `pagoda.ops.quant_reference.fp8_linear`; `weight` from `prepare_fp8`."""
+    return _scaled_linear(x, weight, bias, int8=False)
+
+
+def int8_linear(x: torch.Tensor, weight: ScaledWeight,
+                bias: torch.Tensor | None = None) -> torch.Tensor:
+    """See `pagoda.ops.quant_reference.int8_linear`; `weight` from `prepare_int8`."""
+    return _scaled_linear(x, weight, bias, int8=True)
+
+
+def woq_linear(x: torch.Tensor, weight: PackedGroupWeight,
+               bias: torch.Tensor | None = None) -> torch.Tensor:
+    """See `pagoda.ops.quant_reference.woq_linear`; `weight` from `prepare_woq`."""
+    k, n = x.shape[-1], weight.shape[0]
+    x2 = rows(x, k)
+    out, out2 = _out(x, n)
+    if (done := _empty_case(x2, out, out2, bias)) is not None:
+        return done
+    if math.prod(x.shape[:-1]) <= WOQ_GEMV_ROWS:
+        woq_gemv(out2, x2, weight, bias)
+    else:
+        woq_gemm(out2, x2, weight, bias)
+    return out
+
+
+def supports_fp8(dtype: torch.dtype | None = None, block: tuple[int, int] | None = None,
+                 **_: Any) -> bool:
+    """Model types float32, bfloat16, float16; per-row scales or blocks with bk a power of
+    two from 16 to MAX_BLOCK_K."""
+    return (dtype is None or dtype in KERNEL_DTYPES) and (block is None or _block_ok(block))
+
+
+def supports_int8(dtype: torch.dtype | None = None, **_: Any) -> bool:
+    return dtype is None or dtype in KERNEL_DTYPES
+
+
+def supports_woq(dtype: torch.dtype | None = None, bits: int | None = None,
+                 group_size: int | None = None, **_: Any) -> bool:
+    """4- or 8-bit codes in groups of 16 to 256 (powers of two)."""
+    return ((dtype is None or dtype in KERNEL_DTYPES) and bits in (None, 4, 8)
+            and (group_size is None or group_size in WOQ_GROUPS))

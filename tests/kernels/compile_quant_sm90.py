@@ -1,0 +1,131 @@
+"""Compile the quantized-linear kernels' variants for an H100/H200 (sm_90) without a GPU, as
+`compile_sm90.py` does for the others: catches what the interpreter accepts and a GPU
+rejects (float8 and int8 `tl.dot`, joins and reshapes of unpacked codes, loop-carried
+types). Run as a script without TRITON_INTERPRET; one line per variant.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import Any
+
+import triton
+import triton.language as tl
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+
+from pagoda.kernels.triton.quant_prims import _act_quant_kernel, _scale_rows_kernel
+from pagoda.kernels.triton.scaled_gemm import _qgemm_kernel, _qgemv_kernel
+from pagoda.kernels.triton.woq_gemm import _woq_gemm_kernel, _woq_gemv_kernel
+
+TARGET = GPUTarget("cuda", 90, 32)
+
+
+def _signature(fn: Any, consts: dict[str, Any], types: dict[str, str]) -> dict[str, str]:
+    """constexprs, the pointer types in `types` (others *bf16), int32 scalars."""
+    return {name: "constexpr" if name in consts else
+            types.get(name, "*bf16" if name.endswith("_ptr") else "i32")
+            for name in fn.arg_names}
+
+
+def _qgemv(code: str, **overrides: Any) -> dict[str, Any]:
+    consts = dict(INT8=code == "*i8", X_MODE=0, BLOCKED=False, BLOCK_M=16, BLOCK_N=64,
+                  BLOCK_K=256, EVEN_K=True, USE_DOT=True, DOT_F32=False, EXACT=False,
+                  HAS_BIAS=False, NUM_SPLITS=1, STAGES=4)
+    consts.update(overrides)
+    return consts
+
+
+def _qgemm(code: str, **overrides: Any) -> dict[str, Any]:
+    consts = dict(INT8=code == "*i8", BLOCKED=False, X_GROUPED=False, BLOCK_M=128,
+                  BLOCK_N=128, BLOCK_K=128, GROUP_M=8, DOT_F32=False, HAS_BIAS=True)
+    consts.update(overrides)
+    return consts
+
+
+def _woq(**overrides: Any) -> dict[str, Any]:
+    consts = dict(BITS=4, GROUP=128, BLOCK_M=1, BLOCK_N=8, BLOCK_K=1024, HAS_BIAS=False,
+                  NUM_SPLITS=1, STAGES=3)
+    consts.update(overrides)
+    return consts
+
+
+def _woq_gemm(dot: Any, **overrides: Any) -> dict[str, Any]:
+    consts = dict(BITS=4, GROUP=128, BLOCK_M=128, BLOCK_N=128, BLOCK_K=128, GROUP_M=8,
+                  DOT_DTYPE=dot, HAS_BIAS=True)
+    consts.update(overrides)
+    return consts
+
+
+FP8 = {"w_ptr": "*fp8e4nv", "ws_ptr": "*fp32", "xs_ptr": "*fp32", "part_ptr": "*fp32"}
+INT8 = {"w_ptr": "*i8", "ws_ptr": "*fp32", "xs_ptr": "*fp32", "part_ptr": "*fp32"}
+WOQ = {"w_ptr": "*i32", "s_ptr": "*bf16", "o_ptr": "*bf16", "part_ptr": "*fp32"}
+
+VARIANTS: list[tuple[str, Any, dict[str, Any], dict[str, str], int]] = [
+    ("act quant fp8 per token", _act_quant_kernel,
+     dict(INT8=False, STATIC=False, GROUP=0, BLOCK=1024, EXACT=False),
+     {"q_ptr": "*fp8e4nv", "s_ptr": "*fp32", "static_ptr": "*fp32"}, 4),
+    ("act quant int8 static", _act_quant_kernel,
+     dict(INT8=True, STATIC=True, GROUP=0, BLOCK=1024, EXACT=False),
+     {"q_ptr": "*i8", "s_ptr": "*fp32", "static_ptr": "*fp32"}, 4),
+    ("act quant fp8 group 128", _act_quant_kernel,
+     dict(INT8=False, STATIC=False, GROUP=128, BLOCK=128, EXACT=False),
+     {"q_ptr": "*fp8e4nv", "s_ptr": "*fp32", "static_ptr": "*fp32"}, 4),
+    ("int_mm epilogue", _scale_rows_kernel, dict(HAS_BIAS=True, BLOCK=1024),
+     {"acc_ptr": "*i32", "xs_ptr": "*fp32", "ws_ptr": "*fp32"}, 4),
+    ("qgemv fp8 dot fused", _qgemv_kernel, _qgemv("*fp8e4nv"), FP8, 4),
+    ("qgemv fp8 dot split odd K bias", _qgemv_kernel,
+     _qgemv("*fp8e4nv", BLOCK_N=32, EVEN_K=False, NUM_SPLITS=4, HAS_BIAS=True), FP8, 4),
+    ("qgemv fp8 dot block 128 static", _qgemv_kernel,
+     _qgemv("*fp8e4nv", BLOCKED=True, BLOCK_K=128, X_MODE=1), FP8, 4),
+    ("qgemv fp8 dot pre-quantized", _qgemv_kernel,
+     _qgemv("*fp8e4nv", X_MODE=2), {**FP8, "x_ptr": "*fp8e4nv"}, 4),
+    ("qgemv fp8 fma 1 row", _qgemv_kernel,
+     _qgemv("*fp8e4nv", USE_DOT=False, BLOCK_M=1, BLOCK_N=8, BLOCK_K=512, STAGES=3), FP8, 4),
+    ("qgemv fp8 fma block 4 rows", _qgemv_kernel,
+     _qgemv("*fp8e4nv", USE_DOT=False, BLOCKED=True, BLOCK_M=4, BLOCK_N=8, BLOCK_K=128),
+     FP8, 4),
+    ("qgemv int8 dot fused", _qgemv_kernel, _qgemv("*i8"), INT8, 4),
+    ("qgemv int8 fma 2 rows pre-quantized", _qgemv_kernel,
+     _qgemv("*i8", USE_DOT=False, X_MODE=2, BLOCK_M=2, BLOCK_N=8, BLOCK_K=512),
+     {**INT8, "x_ptr": "*i8"}, 4),
+    ("qgemm fp8 128x128", _qgemm_kernel, _qgemm("*fp8e4nv"),
+     {**FP8, "xq_ptr": "*fp8e4nv"}, 8),
+    ("qgemm fp8 block 128 grouped x", _qgemm_kernel,
+     _qgemm("*fp8e4nv", BLOCKED=True, X_GROUPED=True, BLOCK_M=64, BLOCK_N=64),
+     {**FP8, "xq_ptr": "*fp8e4nv"}, 4),
+    ("qgemm int8 16x64", _qgemm_kernel, _qgemm("*i8", BLOCK_M=16, BLOCK_N=64),
+     {**INT8, "xq_ptr": "*i8"}, 4),
+    ("woq gemv int4 g128 1 row", _woq_gemv_kernel, _woq(), WOQ, 4),
+    ("woq gemv int4 g32 8 rows split", _woq_gemv_kernel,
+     _woq(GROUP=32, BLOCK_M=8, BLOCK_K=128, NUM_SPLITS=4, HAS_BIAS=True), WOQ, 4),
+    ("woq gemv int8 g32 fp32 scales", _woq_gemv_kernel, _woq(BITS=8, GROUP=32, BLOCK_K=512),
+     {**WOQ, "s_ptr": "*fp32", "o_ptr": "*fp32"}, 4),
+    ("woq gemm int4 g128 bf16", _woq_gemm_kernel, _woq_gemm(tl.bfloat16), WOQ, 8),
+    ("woq gemm int8 g32 fp16 16 rows", _woq_gemm_kernel,
+     _woq_gemm(tl.float16, BITS=8, GROUP=32, BLOCK_M=16, BLOCK_N=64, BLOCK_K=64),
+     {**WOQ, "x_ptr": "*fp16", "out_ptr": "*fp16", "bias_ptr": "*fp16"}, 4),
+    ("woq gemm int4 g64 fp32 (ieee)", _woq_gemm_kernel,
+     _woq_gemm(tl.float32, GROUP=64, BLOCK_M=32, BLOCK_N=64, BLOCK_K=64),
+     {**WOQ, "x_ptr": "*fp32", "out_ptr": "*fp32", "bias_ptr": "*fp32", "s_ptr": "*fp32",
+      "o_ptr": "*fp32"}, 4),
+]
+
+
+def main() -> int:
+    for label, fn, consts, types, warps in VARIANTS:
+        start = time.perf_counter()
+        try:
+            compiled = triton.compile(ASTSource(fn, _signature(fn, consts, types), consts),
+                                      target=TARGET, options={"num_warps": warps})
+        except Exception as exc:
+            print(f"FAILED {label}: {exc}")
+            return 1
+        print(f"ok {label}: {time.perf_counter() - start:.1f}s, "
+              f"{compiled.metadata.shared} B shared, {compiled.metadata.num_warps} warps")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
