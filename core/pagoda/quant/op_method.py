@@ -12,13 +12,14 @@ platforms that offer it.
 from __future__ import annotations
 
 from abc import abstractmethod
+from dataclasses import replace
 from typing import ClassVar
 
 import torch
 from torch import nn
 
 from pagoda.quant.method import QuantMethod
-from pagoda.quant.tensors import QuantizedWeight
+from pagoda.quant.tensors import GroupQuantWeight, QuantizedWeight
 
 
 class OpLinearMethod(QuantMethod):
@@ -51,7 +52,7 @@ class OpLinearMethod(QuantMethod):
         """The loaded parameters as the op's canonical weight."""
 
     def process_weights_after_loading(self, layer: nn.Module) -> None:
-        weight = self.canonical(layer)
+        weight = in_model_dtype(self.canonical(layer), layer.dense_dtype)
         for name, _ in list(layer.named_parameters(recurse=False)):
             if name != "bias":
                 delattr(layer, name)
@@ -61,6 +62,15 @@ class OpLinearMethod(QuantMethod):
         self, layer: nn.Module, x: torch.Tensor, bias: torch.Tensor | None = None
     ) -> torch.Tensor:
         return layer.quant_op(x, layer.qweight, bias)
+
+
+def in_model_dtype(weight: QuantizedWeight, dtype: torch.dtype) -> QuantizedWeight:
+    """A weight-only quantized weight's scales and offsets in the model's dtype (the
+    activations' dtype: what the kernel multiplies in, and half the bytes of float32 in a
+    16-bit model); W8A8 scales stay float32, as their kernels apply them."""
+    if isinstance(weight, GroupQuantWeight) and weight.scales.dtype != dtype:
+        return replace(weight, scales=weight.scales.to(dtype), offsets=weight.offsets.to(dtype))
+    return weight
 
 
 def num_shards(layer: nn.Module) -> int:
