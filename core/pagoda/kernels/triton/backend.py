@@ -10,6 +10,7 @@ from __future__ import annotations
 import torch
 
 from pagoda.attention.backend import (
+    FP8_KV_CACHE_DTYPE,
     AttentionBackend,
     AttentionConfig,
     AttentionImpl,
@@ -41,13 +42,15 @@ class TritonAttentionImpl(AttentionImpl):
         value: torch.Tensor,
         kv_cache: torch.Tensor,
         metadata: AttentionMetadata,
+        *,
+        kv_scales: torch.Tensor | None = None,
     ) -> torch.Tensor:
         launch = self.launch(query.device)
-        write_kv_cache(key, value, kv_cache, metadata.slot_mapping, launch=launch)
+        write_kv_cache(key, value, kv_cache, metadata.slot_mapping, kv_scales, launch=launch)
         return paged_attention(
             query, kv_cache, metadata.block_tables, metadata.query_start_loc,
             metadata.seq_lens, self.scale, self.sliding_window, self.logits_soft_cap,
-            max_query_len=metadata.max_query_len,
+            kv_scales, max_query_len=metadata.max_query_len,
             num_splits=self.num_splits(metadata, query.device), tile_n=self.tile_n,
             launch=launch,
         )
@@ -56,6 +59,8 @@ class TritonAttentionImpl(AttentionImpl):
 class TritonAttentionBackend(AttentionBackend):
     name = "triton"
     supported_dtypes = (torch.bfloat16, torch.float16, torch.float32)
+    supported_kv_cache_dtypes = (torch.bfloat16, torch.float16, torch.float32,
+                                 FP8_KV_CACHE_DTYPE)
     supports_graph_capture = True
 
     @classmethod
