@@ -66,12 +66,29 @@ class TritonAttentionBackend(AttentionBackend):
     @classmethod
     def validate(cls, config: AttentionConfig) -> list[str]:
         """Head sizes up to 256 (padded to a power of two inside the kernel); any block size
-        (key tiles are gathered across cache blocks)."""
+        (key tiles are gathered across cache blocks); an fp8 cache where Triton converts
+        float8 e4m3 (see `fp8_unsupported_reason`)."""
         reasons = super().validate(config)
         if not 1 <= config.head_size <= MAX_HEAD_SIZE:
             reasons.append(f"head size {config.head_size} is outside 1..{MAX_HEAD_SIZE}")
+        if config.kv_cache_dtype == FP8_KV_CACHE_DTYPE:
+            reason = fp8_unsupported_reason()
+            if reason:
+                reasons.append(reason)
         return reasons
 
     @classmethod
     def get_impl_cls(cls) -> type[AttentionImpl]:
         return TritonAttentionImpl
+
+
+def fp8_unsupported_reason() -> str | None:
+    """Why this process's GPU cannot hold an fp8 cache in Triton, or None: Triton converts
+    float8 e4m3 (its float8e4nv) on NVIDIA GPUs of compute capability 8.9 and up only."""
+    if torch.version.cuda is None or not torch.cuda.is_available():
+        return None  # another vendor's GPU, or the interpreter on the host
+    major, minor = torch.cuda.get_device_capability()
+    if (major, minor) < (8, 9):
+        return (f"an fp8 KV cache needs an NVIDIA GPU of compute capability 8.9 or later "
+                f"(Triton's float8 e4m3), this one is {major}.{minor}")
+    return None
