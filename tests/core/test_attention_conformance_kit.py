@@ -139,3 +139,86 @@ def test_raising_backend_is_a_failure_not_a_crash() -> None:
     report = check_attention_backend(_backend("raises", _Raises), torch.float32)
     assert len(report.failures) == len(ATTENTION_CASES)
     assert all("raised RuntimeError('kernel launch failed')" in f for f in report.failures)
+
+
+# The fp8 KV cache: the kit quantizes with KV_SCALES on both sides.
+
+FP8 = torch.float8_e4m3fn
+
+
+def _round_toward_zero_fp8(x: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
+    """x / scale cut to the e4m3 value next to it toward zero (not rounded to nearest)."""
+    y = (x.float() / scale).clamp(-448, 448)
+    nearest = y.to(FP8)
+    over = nearest.float().abs() > y.abs()
+    # one e4m3 step below the nearest value where it rounded away from zero
+    down = torch.where(over, nearest.view(torch.uint8) - 1, nearest.view(torch.uint8))
+    return torch.where(nearest.float() == 0, nearest.view(torch.uint8), down).view(FP8)
+
+
+class _UnscaledWriteImpl(ReferenceAttentionImpl):
+    """Stores keys and values without dividing by their scales (reads them scaled)."""
+
+    def forward(self, query, key, value, kv_cache, metadata, *, kv_scales=None):
+        ones = torch.ones_like(kv_scales)
+        reference.write_kv_cache(key, value, kv_cache, metadata.slot_mapping, ones)
+        return reference.paged_attention(
+            query, kv_cache, metadata.block_tables, metadata.query_start_loc,
+            metadata.seq_lens, self.scale, self.sliding_window, self.logits_soft_cap, kv_scales)
+
+
+class _UnscaledReadImpl(ReferenceAttentionImpl):
+    """Reads stored values as they are (scales forgotten on the way back)."""
+
+    def forward(self, query, key, value, kv_cache, metadata, *, kv_scales=None):
+        reference.write_kv_cache(key, value, kv_cache, metadata.slot_mapping, kv_scales)
+        return reference.paged_attention(
+            query, kv_cache, metadata.block_tables, metadata.query_start_loc,
+            metadata.seq_lens, self.scale, self.sliding_window, self.logits_soft_cap,
+            torch.ones_like(kv_scales))
+
+
+class _SwappedScalesImpl(ReferenceAttentionImpl):
+    def forward(self, query, key, value, kv_cache, metadata, *, kv_scales=None):
+        return super().forward(query, key, value, kv_cache, metadata,
+                               kv_scales=kv_scales.flip(0))
+
+
+class _TruncatingImpl(ReferenceAttentionImpl):
+    """Quantizes toward zero instead of to the nearest e4m3 value."""
+
+    def forward(self, query, key, value, kv_cache, metadata, *, kv_scales=None):
+        keep = metadata.slot_mapping >= 0
+        slots = metadata.slot_mapping[keep]
+        flat = kv_cache.flatten(1, 2)
+        flat[0, slots] = _round_toward_zero_fp8(key[keep], kv_scales[0])
+        flat[1, slots] = _round_toward_zero_fp8(value[keep], kv_scales[1])
+        return reference.paged_attention(
+            query, kv_cache, metadata.block_tables, metadata.query_start_loc,
+            metadata.seq_lens, self.scale, self.sliding_window, self.logits_soft_cap, kv_scales)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+def test_reference_backend_passes_every_case_with_an_fp8_cache(dtype: torch.dtype) -> None:
+    report = check_attention_backend(ReferenceAttentionBackend, dtype, seed=6,
+                                     kv_cache_dtype=FP8)
+    report.raise_for_failures()
+    assert len(report.checked) == len(ATTENTION_CASES) and not report.skipped
+    assert ", fp8 cache" in report.subject
+
+
+@pytest.mark.parametrize("impl", [_UnscaledWriteImpl, _UnscaledReadImpl, _SwappedScalesImpl,
+                                  _TruncatingImpl],
+                         ids=["unscaled-write", "unscaled-read", "swapped-scales", "truncating"])
+def test_broken_fp8_backend_fails(impl: type[AttentionImpl]) -> None:
+    report = check_attention_backend(_backend("broken", impl), torch.float32,
+                                     kv_cache_dtype=FP8)
+    assert {f.split(": ", 1)[0] for f in report.failures} == {c.label for c in ATTENTION_CASES}
+
+
+def test_fp8_cache_declined_without_support() -> None:
+    backend = _backend("no_fp8", ReferenceAttentionImpl, supported_kv_cache_dtypes=None)
+    report = check_attention_backend(backend, torch.bfloat16, kv_cache_dtype=FP8)
+    assert report.ok and not report.checked
+    assert {s.split(": ", 1)[1] for s in report.skipped} == {
+        "kv cache dtype fp8 not supported (it supports float32, float16, bfloat16)"}

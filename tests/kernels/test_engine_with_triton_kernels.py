@@ -1,6 +1,7 @@
 """The Triton kernels drive the real model: a tiny Llama's greedy tokens with every Triton op
-and the "triton" attention backend equal those of the CPU platform's own kernels (here in
-Triton's CPU interpreter; tests/platforms/cuda checks the same on a GPU)."""
+and the "triton" attention backend equal those of the CPU platform's own kernels, with a
+float32 and with an fp8 KV cache (here in Triton's CPU interpreter; tests/platforms/cuda
+checks the same on a GPU)."""
 
 from __future__ import annotations
 
@@ -32,13 +33,15 @@ def _greedy(path: Path, prompts: list[list[int]], **kwargs: object) -> tuple[lis
     return [o.outputs[0].token_ids for o in outputs], llm.engine.core.info
 
 
-def test_greedy_tokens_match_cpu_kernels(device: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize("kv_cache_dtype", ["auto", "fp8"])
+def test_greedy_tokens_match_cpu_kernels(device: str, tmp_path: Path,
+                                         kv_cache_dtype: str) -> None:
     if device != "cpu":
         pytest.skip("on a GPU, tests/platforms/cuda runs the engine with these kernels")
     path = make_checkpoint(tmp_path, tiny_configs()["qwen3"])  # q/k norms, GQA 4/2
     rng = random.Random(5)
     prompts = [[rng.randrange(3, VOCAB) for _ in range(n)] for n in (3, 19, 1, 9)]
-    expected, _ = _greedy(path, prompts)
+    expected, _ = _greedy(path, prompts, kv_cache_dtype=kv_cache_dtype)
     regs = get_registries()
     try:
         regs.attention_backends.add(AttentionBackendSpec(
@@ -47,7 +50,8 @@ def test_greedy_tokens_match_cpu_kernels(device: str, tmp_path: Path) -> None:
         for op in TRITON_OPS:
             regs.kernels.add(KernelProvider(op, "triton", f"pagoda.kernels.triton:{op}",
                                             ("cpu",), priority=100), "test")
-        tokens, info = _greedy(path, prompts, attention_backend="triton")
+        tokens, info = _greedy(path, prompts, attention_backend="triton",
+                               kv_cache_dtype=kv_cache_dtype)
         assert info["attention_backend"] == "triton"
         assert {op: info["ops"][op] for op in TRITON_OPS} == dict.fromkeys(TRITON_OPS,
                                                                           "test/triton")

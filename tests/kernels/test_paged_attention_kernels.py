@@ -1,7 +1,8 @@
 """The "triton" attention backend matches the reference on the attention kit's mixed
 batches (prefills, prefill chunks, decodes, shuffled block tables, GQA/MQA, sliding
 windows, soft-capping, padding): as it plans its launches, and with every sequence's keys
-split into ranges reduced by the second kernel."""
+split into ranges reduced by the second kernel; with an fp8 cache too, whose write kernel
+stores exactly the bytes of PyTorch's cast."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from pagoda.kernels.triton.backend import (  # noqa: E402
     TritonAttentionBackend,
     TritonAttentionImpl,
 )
+from pagoda.kernels.triton.kv_cache import write_kv_cache  # noqa: E402
 from pagoda.testing import (  # noqa: E402
     ATTENTION_CASES,
     TOLERANCES,
@@ -82,3 +84,69 @@ def test_split_planning() -> None:
         assert num_kv_splits(1, 8, 1, 3 * MIN_SPLIT_KEYS, gpu) == 3  # bounded by its keys
         assert num_kv_splits(1, 8, 512, 100_000, gpu) == 1  # a prefill
         assert num_kv_splits(4096, 8, 1, 100_000, gpu) == 1  # the GPU is busy anyway
+
+
+FP8 = torch.float8_e4m3fn
+
+
+@pytest.mark.parametrize("backend", [TritonAttentionBackend, _SplitKeysBackend],
+                         ids=["planned", "split-keys"])
+@pytest.mark.parametrize("dtype", DTYPES, ids=dtype_name)
+def test_backend_matches_reference_with_an_fp8_cache(
+    backend: type[TritonAttentionBackend], dtype: torch.dtype, device: str
+) -> None:
+    report = check_attention_backend(backend, dtype, device=device, seed=35, kv_cache_dtype=FP8)
+    report.raise_for_failures()
+    assert len(report.checked) == len(ATTENTION_CASES)
+
+
+def _every_e4m3_value_and_midpoint(gen: torch.Generator) -> torch.Tensor:
+    """Every finite e4m3 value, every midpoint between neighbours (ties), random values
+    across the range, beyond it (saturated) and below the subnormals, and -0.0."""
+    grid = torch.arange(256, dtype=torch.uint8).view(FP8).float()
+    grid = grid[~grid.isnan()].unique()
+    return torch.cat([grid, (grid[1:] + grid[:-1]) / 2, torch.randn(3000, generator=gen) * 40,
+                      torch.randn(500, generator=gen) * 1e-3,
+                      torch.tensor([-0.0, 448.5, 500.0, -1e4, 1e-30, -1e-30])])
+
+
+@pytest.mark.parametrize("scales", [(1.0, 1.0), (0.37, 2.5), (0.0071, 1 / 3)])
+def test_fp8_write_stores_the_bytes_of_torchs_cast(scales: tuple[float, float],
+                                                   device: str) -> None:
+    """clamp(x / scale, +-448) rounded to the nearest e4m3 (ties to even), bit for bit; the
+    interpreter's own float8 cast rounds ties away and mangles carries, so the kernel rounds
+    in float32 first."""
+    x = _every_e4m3_value_and_midpoint(torch.Generator().manual_seed(36))
+    head = 16
+    x = x[: len(x) // (2 * head) * 2 * head].view(-1, 2, head)  # [T, K=2, D]
+    key, value = x, x.flip(0) * 3
+    slots = torch.randperm(len(x), generator=torch.Generator().manual_seed(37))
+    kv_scales = torch.tensor(scales)
+    want = torch.zeros(2, len(x), 1, 2, head, dtype=FP8)
+    reference.write_kv_cache(key, value, want, slots, kv_scales)
+    cache = torch.zeros_like(want, device=device)
+    write_kv_cache(key.to(device), value.to(device), cache, slots.to(device),
+                   kv_scales.to(device))
+    got, expected = cache.cpu().view(torch.uint8), want.view(torch.uint8)
+    wrong = (got != expected).nonzero()
+    assert len(wrong) == 0, (f"{len(wrong)} bytes differ, first at {wrong[0].tolist()}: "
+                             f"{cache.cpu()[tuple(wrong[0])].item()} != "
+                             f"{want[tuple(wrong[0])].item()}")
+
+
+def test_long_context_decode_split_with_an_fp8_cache(device: str) -> None:
+    gen = torch.Generator().manual_seed(38)
+    batch = random_paged_batch([(1, 300), (1, 150), (1, 37)], 16, gen)
+    meta = batch.metadata()
+    query = torch.randn(batch.num_tokens, 8, 64, generator=gen)
+    cache = (torch.randn(2, batch.num_blocks, 16, 2, 64, generator=gen) * 20).to(FP8)
+    kv_scales = torch.tensor([0.05, 0.3])
+    args = (meta.block_tables, meta.query_start_loc, meta.seq_lens, 1 / math.sqrt(64), None,
+            None, kv_scales)
+    want = reference.paged_attention(query, cache, *args)
+    on = [a.to(device) if isinstance(a, torch.Tensor) else a for a in args]
+    for splits in (1, 4):
+        got = paged_attention(query.to(device), cache.to(device), *on, max_query_len=1,
+                              num_splits=splits, tile_n=16)
+        tol = TOLERANCES[torch.float32]
+        torch.testing.assert_close(got.cpu(), want, atol=tol.atol, rtol=tol.rtol)

@@ -1,6 +1,7 @@
 """Attention backends: the interface, the reference backend and selection."""
 
 from pagoda.attention.backend import (
+    FP8_KV_CACHE_DTYPE,
     AttentionBackend,
     AttentionConfig,
     AttentionImpl,
@@ -10,6 +11,7 @@ from pagoda.attention.backend import (
 )
 
 __all__ = [
+    "FP8_KV_CACHE_DTYPE",
     "AttentionBackend",
     "AttentionConfig",
     "AttentionImpl",

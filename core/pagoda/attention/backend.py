@@ -15,6 +15,15 @@ from typing import ClassVar
 
 import torch
 
+FP8_KV_CACHE_DTYPE = torch.float8_e4m3fn
+"""The fp8 KV cache's element type (`--kv-cache-dtype fp8`): e4m3, no infinities."""
+FP8_MAX = float(torch.finfo(FP8_KV_CACHE_DTYPE).max)  # 448
+
+
+def kv_cache_dtype_label(dtype: torch.dtype) -> str:
+    """How messages name a cache dtype: "fp8" for float8_e4m3fn, else torch's name."""
+    return "fp8" if dtype == FP8_KV_CACHE_DTYPE else str(dtype).removeprefix("torch.")
+
 
 @dataclass(frozen=True)
 class KVCacheSpec:
@@ -34,7 +43,8 @@ class KVCacheSpec:
 
     @property
     def block_bytes(self) -> int:
-        """Bytes one block takes in one layer (keys and values)."""
+        """Bytes one block takes in one layer (keys and values): the cache element's size,
+        so an fp8 cache holds twice the blocks of a 16-bit one in the same bytes."""
         return math.prod(self.shape(1)) * torch.empty((), dtype=self.dtype).element_size()
 
 
@@ -117,11 +127,20 @@ class AttentionImpl(ABC):
         value: torch.Tensor,
         kv_cache: torch.Tensor,
         metadata: AttentionMetadata,
+        *,
+        kv_scales: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """Write key/value [T, K, D] into kv_cache, then attend query [T, H, D]; -> [T, H, D].
 
         Every token's key/value of the step is written before any query attends: a
         request may read prefix blocks that another request of the same step fills.
+
+        `kv_scales` is passed only when kv_cache is fp8 (`FP8_KV_CACHE_DTYPE`, so only to
+        backends that list it in `supported_kv_cache_dtypes`): this layer's float32 [2]
+        tensor (key scale, value scale) on the device. A key x is stored as
+        clamp(x / key scale, -448, 448) in e4m3 (round to nearest even) and reads back as
+        stored * key scale; values likewise. Read the scales on the device, never as
+        Python floats: decode graphs capture their address at capture time.
         """
 
 
@@ -134,6 +153,9 @@ class AttentionBackend(ABC):
         torch.float16,
         torch.bfloat16,
     )
+    supported_kv_cache_dtypes: ClassVar[tuple[torch.dtype, ...] | None] = None
+    """Cache dtypes its impl writes and reads; None: the `supported_dtypes` (no fp8). A
+    backend listing `FP8_KV_CACHE_DTYPE` takes the layer's `kv_scales` in `forward`."""
     supported_head_sizes: ClassVar[tuple[int, ...] | None] = None  # None: any
     supported_block_sizes: ClassVar[tuple[int, ...] | None] = None  # None: any
     supports_sliding_window: ClassVar[bool] = True
@@ -153,14 +175,24 @@ class AttentionBackend(ABC):
         return None
 
     @classmethod
+    def kv_cache_dtypes(cls) -> tuple[torch.dtype, ...]:
+        """The cache dtypes this backend supports."""
+        if cls.supported_kv_cache_dtypes is None:
+            return cls.supported_dtypes
+        return cls.supported_kv_cache_dtypes
+
+    @classmethod
     def validate(cls, config: AttentionConfig) -> list[str]:
         """Reasons this backend cannot serve `config`; empty when it can."""
         unavailable = cls.unavailable_reason()
         reasons = [unavailable] if unavailable else []
         if config.dtype not in cls.supported_dtypes:
             reasons.append(f"dtype {config.dtype} not in {cls.supported_dtypes}")
-        if config.kv_cache_dtype not in cls.supported_dtypes:
-            reasons.append(f"kv cache dtype {config.kv_cache_dtype} not supported")
+        kv_dtypes = cls.kv_cache_dtypes()
+        if config.kv_cache_dtype not in kv_dtypes:
+            reasons.append(f"kv cache dtype {kv_cache_dtype_label(config.kv_cache_dtype)} not "
+                           f"supported (it supports "
+                           f"{', '.join(kv_cache_dtype_label(d) for d in kv_dtypes)})")
         if cls.supported_head_sizes is not None and config.head_size not in cls.supported_head_sizes:
             reasons.append(f"head size {config.head_size} not in {cls.supported_head_sizes}")
         if (

@@ -4,13 +4,43 @@
 cache layout ("2BSKD", see `KVCacheSpec`); the attention conformance kit
 (`pagoda.testing.attention_conformance`) compares backends with them.
 Shapes: T tokens, H query heads, K kv heads, D head size, B sequences.
+
+An fp8 cache (`FP8_KV_CACHE_DTYPE`) comes with `kv_scales`, float32 [2] (key scale, value
+scale): `quantize_fp8` and `dequantize` define how values are stored and read back.
 """
 
 from __future__ import annotations
 
 import torch
 
-from pagoda.attention.backend import AttentionBackend, AttentionImpl, AttentionMetadata
+from pagoda.attention.backend import (
+    FP8_KV_CACHE_DTYPE,
+    FP8_MAX,
+    AttentionBackend,
+    AttentionImpl,
+    AttentionMetadata,
+)
+
+
+def quantize_fp8(x: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
+    """clamp(x / scale, -448, 448) as e4m3 (round to nearest even), computed in float32."""
+    return (x.float() / scale).clamp(-FP8_MAX, FP8_MAX).to(FP8_KV_CACHE_DTYPE)
+
+
+def dequantize(stored: torch.Tensor, scale: torch.Tensor | None) -> torch.Tensor:
+    """Cached values as float32: stored * scale for an fp8 cache, else the values."""
+    if stored.dtype != FP8_KV_CACHE_DTYPE:
+        return stored.float()
+    return stored.float() * scale
+
+
+def _scales(kv_cache: torch.Tensor,
+            kv_scales: torch.Tensor | None) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+    if kv_cache.dtype != FP8_KV_CACHE_DTYPE:
+        return None, None
+    if kv_scales is None:
+        raise ValueError("an fp8 KV cache needs kv_scales (key scale, value scale)")
+    return kv_scales[0], kv_scales[1]
 
 
 def write_kv_cache(
@@ -18,18 +48,24 @@ def write_kv_cache(
     value: torch.Tensor,
     kv_cache: torch.Tensor,
     slot_mapping: torch.Tensor,
+    kv_scales: torch.Tensor | None = None,
 ) -> None:
     """Write key/value [T, K, D] into the paged cache [2, num_blocks, block_size, K, D].
 
     Token t goes to slot `slot_mapping[t]` = block * block_size + offset; a negative slot
-    means "do not cache" (padding).
+    means "do not cache" (padding). An fp8 cache stores `quantize_fp8(x, scale)`.
     """
     keep = slot_mapping >= 0
     slots = slot_mapping[keep].long()
     block_size = kv_cache.shape[2]
     blocks, offsets = slots // block_size, slots % block_size
-    kv_cache[0, blocks, offsets] = key[keep].to(kv_cache.dtype)
-    kv_cache[1, blocks, offsets] = value[keep].to(kv_cache.dtype)
+    k_scale, v_scale = _scales(kv_cache, kv_scales)
+    if k_scale is None or v_scale is None:
+        key, value = key[keep].to(kv_cache.dtype), value[keep].to(kv_cache.dtype)
+    else:
+        key, value = quantize_fp8(key[keep], k_scale), quantize_fp8(value[keep], v_scale)
+    kv_cache[0, blocks, offsets] = key
+    kv_cache[1, blocks, offsets] = value
 
 
 def paged_attention(
@@ -41,6 +77,7 @@ def paged_attention(
     scale: float,
     sliding_window: int | None = None,
     logits_soft_cap: float | None = None,
+    kv_scales: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Causal attention of query [T, H, D] over the paged cache, for a mixed batch.
 
@@ -48,8 +85,10 @@ def paged_attention(
     q_len tokens, and its keys/values (already written to the cache, including the new
     tokens) are its first seq_lens[b] slots along block_tables[b]. A prefill is q_len ==
     seq_len, a decode q_len == 1, a prefill chunk anything between. Query heads are
-    grouped over kv heads (GQA). Returns [T, H, D] in query's dtype.
+    grouped over kv heads (GQA). Cached values are read as float32 (an fp8 cache's times
+    its scale, `dequantize`). Returns [T, H, D] in query's dtype.
     """
+    k_scale, v_scale = _scales(kv_cache, kv_scales)
     out = torch.empty_like(query)
     num_heads, num_kv_heads = query.shape[1], kv_cache.shape[3]
     group = num_heads // num_kv_heads
@@ -62,8 +101,8 @@ def paged_attention(
             continue
         num_blocks = -(-seq_len // block_size)
         blocks = block_tables[b, :num_blocks].long()
-        k = kv_cache[0, blocks].flatten(0, 1)[:seq_len].float()  # [S, K, D]
-        v = kv_cache[1, blocks].flatten(0, 1)[:seq_len].float()
+        k = dequantize(kv_cache[0, blocks].flatten(0, 1)[:seq_len], k_scale)  # [S, K, D]
+        v = dequantize(kv_cache[1, blocks].flatten(0, 1)[:seq_len], v_scale)
         k = k.repeat_interleave(group, dim=1)
         v = v.repeat_interleave(group, dim=1)
         scores = torch.einsum("qhd,shd->hqs", q, k) * scale
@@ -88,8 +127,10 @@ class ReferenceAttentionImpl(AttentionImpl):
         value: torch.Tensor,
         kv_cache: torch.Tensor,
         metadata: AttentionMetadata,
+        *,
+        kv_scales: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        write_kv_cache(key, value, kv_cache, metadata.slot_mapping)
+        write_kv_cache(key, value, kv_cache, metadata.slot_mapping, kv_scales)
         return paged_attention(
             query,
             kv_cache,
@@ -99,6 +140,7 @@ class ReferenceAttentionImpl(AttentionImpl):
             self.scale,
             self.sliding_window,
             self.logits_soft_cap,
+            kv_scales,
         )
 
 
@@ -106,6 +148,8 @@ class ReferenceAttentionBackend(AttentionBackend):
     """Loops over sequences in Python: slow, obviously right, usable everywhere."""
 
     name = "reference"
+    supported_kv_cache_dtypes = (torch.float32, torch.float16, torch.bfloat16,
+                                 FP8_KV_CACHE_DTYPE)
 
     @classmethod
     def get_impl_cls(cls) -> type[AttentionImpl]:

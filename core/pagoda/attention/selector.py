@@ -22,6 +22,21 @@ def _entry_for(regs: PluginRegistries, name: str, platform: str) -> Registered[A
                 None)
 
 
+def _able_backends(platform: Platform, config: AttentionConfig, regs: PluginRegistries,
+                   exclude: str) -> list[str]:
+    """Names of the backends on `platform`, other than `exclude`, that can serve `config`."""
+    able = []
+    for entry in regs.attention_backends.for_platform(platform.name):
+        if entry.spec.name == exclude or entry.spec.name in able:
+            continue
+        try:
+            if not load_target(entry.spec.backend).validate(config):
+                able.append(entry.spec.name)
+        except Exception:  # a broken plugin's backend is no alternative  # noqa: BLE001
+            continue
+    return able
+
+
 def select_attention_backend(
     platform: Platform,
     config: AttentionConfig,
@@ -47,8 +62,12 @@ def select_attention_backend(
         backend = load_target(entry.spec.backend)
         reasons = backend.validate(config)
         if reasons:
+            able = _able_backends(platform, config, regs, exclude=forced)
+            instead = (f"backends on {platform.name!r} that can: {', '.join(able)}" if able
+                       else f"no other backend on {platform.name!r} can")
             raise AttentionBackendError(
                 f"Attention backend {forced!r} cannot be used: " + "; ".join(reasons)
+                + f" ({instead})"
             )
         return backend
 

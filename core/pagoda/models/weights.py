@@ -3,6 +3,8 @@
 Every weight format (safetensors, GGUF ...) becomes an iterator of (checkpoint name, tensor)
 in HF naming; `load_checkpoint_weights` maps those names onto the model's parameters. A
 linear layer's weight goes through its QuantMethod, which may keep a quantized tensor as is.
+A module may also load checkpoint tensors that are not parameters of its own (e.g. the
+attention layer's KV cache scales) by naming them in `checkpoint_loaders(path)`.
 """
 
 from __future__ import annotations
@@ -68,6 +70,17 @@ def checkpoint_targets(model: nn.Module) -> dict[str, tuple[str, str | None]]:
     return targets
 
 
+def checkpoint_loaders(model: nn.Module) -> dict[str, Callable[[torch.Tensor, str], None]]:
+    """Checkpoint name -> loader(tensor, name) for the optional tensors modules load
+    themselves: each module's `checkpoint_loaders(its path)`, where it has one."""
+    loaders: dict[str, Callable[[torch.Tensor, str], None]] = {}
+    for path, module in model.named_modules():
+        hook = getattr(module, "checkpoint_loaders", None)
+        if callable(hook):
+            loaders.update(hook(path))
+    return loaders
+
+
 @torch.no_grad()
 def load_checkpoint_weights(
     model: nn.Module,
@@ -76,14 +89,19 @@ def load_checkpoint_weights(
 ) -> set[str]:
     """Load HF-named weights into `model`; returns the parameter names loaded.
 
-    Names for which `skip` is true are ignored. A weight the model has no place for, or one
+    Names for which `skip` is true are ignored; those of `checkpoint_loaders` go to their
+    module's loader (optional: never missing). A weight the model has no place for, or one
     the model expects that never came, is a ValueError naming it.
     """
     targets = checkpoint_targets(model)
+    loaders = checkpoint_loaders(model)
     params = dict(model.named_parameters())
     seen: set[str] = set()
     for name, tensor in weights:
         if skip(name):
+            continue
+        if name not in targets and name in loaders:
+            loaders[name](dense(tensor), name)
             continue
         if name not in targets:
             raise ValueError(

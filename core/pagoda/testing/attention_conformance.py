@@ -6,6 +6,11 @@ caches every sequence's context as a prefill; the second is the mixed batch unde
 (prefills, prefill chunks, decodes, a sequence without query rows, padding tokens with
 slot -1). Both steps' outputs are compared with the reference ops, so the check holds for
 any cache layout.
+
+With an fp8 cache (`kv_cache_dtype=FP8_KV_CACHE_DTYPE`) the backend and the reference each
+quantize the same keys and values with the same scales (`KV_SCALES`: not 1, and small
+enough for the largest keys to saturate), so they attend over identical cached values and
+the model dtype's tolerance still applies.
 """
 
 from __future__ import annotations
@@ -17,7 +22,13 @@ from dataclasses import dataclass
 import torch
 
 from pagoda.attention import reference
-from pagoda.attention.backend import AttentionBackend, AttentionConfig, KVCacheSpec
+from pagoda.attention.backend import (
+    FP8_KV_CACHE_DTYPE,
+    AttentionBackend,
+    AttentionConfig,
+    KVCacheSpec,
+    kv_cache_dtype_label,
+)
 from pagoda.testing.paged import (
     CHUNK_BATCH,
     DECODE_BATCH,
@@ -44,9 +55,15 @@ class AttentionCase:
     logits_soft_cap: float | None = None
     padding: int = 0
 
-    def config(self, dtype: torch.dtype) -> AttentionConfig:
-        return AttentionConfig(self.num_heads, self.num_kv_heads, self.head_size, dtype, dtype,
-                               self.block_size, self.sliding_window, self.logits_soft_cap)
+    def config(self, dtype: torch.dtype, kv_cache_dtype: torch.dtype | None = None
+               ) -> AttentionConfig:
+        return AttentionConfig(self.num_heads, self.num_kv_heads, self.head_size, dtype,
+                               kv_cache_dtype or dtype, self.block_size, self.sliding_window,
+                               self.logits_soft_cap)
+
+
+KV_SCALES = (0.0071, 0.37)
+"""(key scale, value scale) of the fp8 cases: keys beyond 448 * 0.0071 = 3.2 saturate."""
 
 
 ATTENTION_CASES = (
@@ -96,36 +113,47 @@ def _steps(case: AttentionCase, dtype: torch.dtype, gen: torch.Generator) -> lis
     return steps
 
 
+def _kv_scales(kv_cache_dtype: torch.dtype) -> torch.Tensor | None:
+    if kv_cache_dtype != FP8_KV_CACHE_DTYPE:
+        return None
+    return torch.tensor(KV_SCALES, dtype=torch.float32)
+
+
 def _reference_outputs(
-    case: AttentionCase, steps: list[_Step], dtype: torch.dtype
+    case: AttentionCase, steps: list[_Step], kv_cache_dtype: torch.dtype
 ) -> list[torch.Tensor]:
     cache = torch.zeros(2, steps[-1].batch.num_blocks, case.block_size, case.num_kv_heads,
-                        case.head_size, dtype=dtype)
+                        case.head_size, dtype=kv_cache_dtype)
+    kv_scales = _kv_scales(kv_cache_dtype)
     outputs = []
     for s in steps:
         meta = s.batch.metadata()
-        reference.write_kv_cache(s.key, s.value, cache, meta.slot_mapping)
+        reference.write_kv_cache(s.key, s.value, cache, meta.slot_mapping, kv_scales)
         outputs.append(reference.paged_attention(
             s.query, cache, meta.block_tables, meta.query_start_loc, meta.seq_lens,
-            1.0 / math.sqrt(case.head_size), case.sliding_window, case.logits_soft_cap))
+            1.0 / math.sqrt(case.head_size), case.sliding_window, case.logits_soft_cap,
+            kv_scales))
     return outputs
 
 
 def _run_backend(backend: type[AttentionBackend], case: AttentionCase, steps: list[_Step],
-                 dtype: torch.dtype, device: torch.device | str) -> list[torch.Tensor]:
-    spec = KVCacheSpec(case.block_size, case.num_kv_heads, case.head_size, dtype)
+                 kv_cache_dtype: torch.dtype, device: torch.device | str
+                 ) -> list[torch.Tensor]:
+    spec = KVCacheSpec(case.block_size, case.num_kv_heads, case.head_size, kv_cache_dtype)
     shape = backend.kv_cache_shape(spec, steps[-1].batch.num_blocks)
     garbage = torch.randn(shape, generator=torch.Generator().manual_seed(len(steps)))
-    kv_cache = garbage.to(dtype).to(device)  # never zeroed, as after allocation
+    kv_cache = garbage.to(kv_cache_dtype).to(device)  # never zeroed, as after allocation
     builder = backend.get_builder_cls()(spec, torch.device(device))
     impl = backend.get_impl_cls()(case.num_heads, case.head_size,
                                   1.0 / math.sqrt(case.head_size), case.num_kv_heads,
                                   case.sliding_window, case.logits_soft_cap)
+    kv_scales = _kv_scales(kv_cache_dtype)
+    extra = {} if kv_scales is None else {"kv_scales": kv_scales.to(device)}
     outputs = []
     for s in steps:
         meta = builder.build(s.batch.metadata(device))
         out = impl.forward(s.query.to(device), s.key.to(device), s.value.to(device),
-                           kv_cache, meta)
+                           kv_cache, meta, **extra)
         outputs.append(out)
     return outputs
 
@@ -151,23 +179,27 @@ def check_attention_backend(
     *,
     device: torch.device | str = "cpu",
     seed: int = 0,
+    kv_cache_dtype: torch.dtype | None = None,
 ) -> ConformanceReport:
     """Run `backend` on every `ATTENTION_CASES` entry it accepts and compare to the reference.
 
+    `kv_cache_dtype` (None: `dtype`) may be another float dtype or `FP8_KV_CACHE_DTYPE`.
     Cases the backend's `validate` rejects are skipped with its reasons.
     """
+    kv_cache_dtype = kv_cache_dtype or dtype
+    cache = "" if kv_cache_dtype == dtype else f", {kv_cache_dtype_label(kv_cache_dtype)} cache"
     report = ConformanceReport(
-        f"attention backend {backend.name!r} in {dtype_name(dtype)} (seed {seed})")
+        f"attention backend {backend.name!r} in {dtype_name(dtype)}{cache} (seed {seed})")
     gen = torch.Generator().manual_seed(seed)
     for case in ATTENTION_CASES:
         steps = _steps(case, dtype, gen)
-        reasons = backend.validate(case.config(dtype))
+        reasons = backend.validate(case.config(dtype, kv_cache_dtype))
         if reasons:
             report.skipped.append(f"{case.label}: {'; '.join(reasons)}")
             continue
-        want = _reference_outputs(case, steps, dtype)
+        want = _reference_outputs(case, steps, kv_cache_dtype)
         try:
-            got = _run_backend(backend, case, steps, dtype, device)
+            got = _run_backend(backend, case, steps, kv_cache_dtype, device)
         except Exception as exc:
             tb = traceback.format_exc(limit=-3).rstrip().replace("\n", "\n    ")
             report.failures.append(f"{case.label}: raised {exc!r}\n    {tb}")

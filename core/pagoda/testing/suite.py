@@ -5,7 +5,8 @@ Import it into a test module of a package that uses `pagoda.testing.pytest_plugi
     from pagoda.testing.suite import *  # noqa: F401,F403
 
 Every kernel provider and attention backend registered to run on the platform is compared
-with core's references in each dtype the platform supports (core's own references too,
+with core's references in each dtype the platform supports (a backend that lists the fp8 KV
+cache also with one) (core's own references too,
 unless the platform's device is the host, where they would meet themselves); a tiny model generates the same
 greedy tokens on the platform as on the CPU; the platform's own description is checked for
 consistency, and every installed plugin must have loaded (a broken one may have taken the
@@ -20,6 +21,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from pagoda.attention.backend import FP8_KV_CACHE_DTYPE
 from pagoda.attention.reference import ReferenceAttentionBackend
 from pagoda.ops.registry import OPS, OpTable
 from pagoda.platforms.platform import Platform
@@ -90,6 +92,9 @@ def test_attention_backend_matches_reference(
     _skip_reference_on_host(backend, ReferenceAttentionBackend, pagoda_device)
     _settle(check_attention_backend(backend, pagoda_dtype, device=pagoda_device,
                                     seed=pagoda_seed))
+    if FP8_KV_CACHE_DTYPE in backend.kv_cache_dtypes():  # a backend that claims fp8 caches
+        check_attention_backend(backend, pagoda_dtype, device=pagoda_device, seed=pagoda_seed,
+                                kv_cache_dtype=FP8_KV_CACHE_DTYPE).raise_for_failures()
 
 
 def test_ops_resolve(pagoda_platform: Platform, pagoda_dtype: torch.dtype) -> None:

@@ -8,10 +8,10 @@ from typing import Any
 
 import torch
 
-from pagoda.attention.backend import AttentionConfig
+from pagoda.attention.backend import AttentionConfig, kv_cache_dtype_label
 from pagoda.attention.selector import select_attention_backend
 from pagoda.config import EngineConfig
-from pagoda.config.engine_config import parse_dtype
+from pagoda.config.engine_config import parse_dtype, parse_kv_cache_dtype
 from pagoda.distributed import (
     AttentionHeads,
     destroy_distributed,
@@ -22,6 +22,7 @@ from pagoda.distributed import (
 from pagoda.engine.scheduler_output import ModelRunnerOutput, SchedulerOutput
 from pagoda.executor.base import Worker as WorkerBase
 from pagoda.model_source import ModelSource
+from pagoda.models.layers.attention import log_kv_cache_scales
 from pagoda.ops import OpTable, use_ops
 from pagoda.platforms import resolve_platform
 from pagoda.platforms.platform import MemoryInfo, budget_within_utilization
@@ -58,7 +59,7 @@ class Worker(WorkerBase):
 
     def _dtypes(self) -> tuple[torch.dtype, torch.dtype]:
         dtype = self.platform.model_dtype(parse_dtype(self.config.model.dtype), self.hf_config)
-        kv_dtype = parse_dtype(self.config.cache.kv_cache_dtype) or dtype
+        kv_dtype = parse_kv_cache_dtype(self.config.cache.kv_cache_dtype) or dtype
         return dtype, kv_dtype
 
     def load_model(self) -> None:
@@ -84,6 +85,7 @@ class Worker(WorkerBase):
                 attn_backend=self.attn_backend, load_format=self.config.model.load_format,
                 seed=self.config.model.seed, quant_method=self.quant_method,
             )
+        log_kv_cache_scales(self.model, kv_dtype)
         self.platform.synchronize(self.local_rank)  # the weights are on the device: no
         # step waits for them (or, on devices that trace lazily, carries their upload)
         self.kv_spec = self.model.kv_cache_spec(self.config.cache.block_size, kv_dtype)
@@ -140,6 +142,10 @@ class Worker(WorkerBase):
                 f"KV cache budget of {budget} bytes is below one block ({per_block} bytes for "
                 f"{self.num_layers} layers); raise --kv-cache-memory"
             )
+        logger.info("KV cache: %d blocks of %d tokens in %s (%d bytes a block over %d layers) "
+                    "from a budget of %.2f GiB", num_blocks, self.kv_spec.block_size,
+                    kv_cache_dtype_label(self.kv_spec.dtype), per_block, self.num_layers,
+                    budget / 2**30)
         return num_blocks
 
     def initialize_cache(self, num_blocks: int) -> None:
@@ -182,6 +188,7 @@ class Worker(WorkerBase):
             "device": self.platform.device_name(self.local_rank),
             "attention_backend": self.attn_backend.name,
             "dtype": str(self._dtypes()[0]).removeprefix("torch."),
+            "kv_cache_dtype": kv_cache_dtype_label(self._dtypes()[1]),
             "quantization": self.quant_method.name,
             "graph_batch_sizes": self.runner.graphs.sizes if self.runner and self.runner.graphs
             else [],

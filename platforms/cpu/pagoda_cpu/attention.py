@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from pagoda.attention import AttentionBackend, AttentionImpl, AttentionMetadata
+from pagoda.attention import FP8_KV_CACHE_DTYPE, AttentionBackend, AttentionImpl, AttentionMetadata
 from pagoda_cpu.paged_attention import paged_attention, write_kv_cache
 
 
@@ -16,17 +16,21 @@ class CpuSdpaAttentionImpl(AttentionImpl):
         value: torch.Tensor,
         kv_cache: torch.Tensor,
         metadata: AttentionMetadata,
+        *,
+        kv_scales: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        write_kv_cache(key, value, kv_cache, metadata.slot_mapping)
+        write_kv_cache(key, value, kv_cache, metadata.slot_mapping, kv_scales)
         return paged_attention(
             query, kv_cache, metadata.block_tables, metadata.query_start_loc_cpu,
-            metadata.seq_lens_cpu, self.scale, self.sliding_window,
+            metadata.seq_lens_cpu, self.scale, self.sliding_window, kv_scales,
         )
 
 
 class CpuSdpaAttentionBackend(AttentionBackend):
     name = "cpu_sdpa"
     supports_logits_soft_cap = False
+    supported_kv_cache_dtypes = (torch.float32, torch.bfloat16, torch.float16,
+                                 FP8_KV_CACHE_DTYPE)
 
     @classmethod
     def get_impl_cls(cls) -> type[AttentionImpl]:

@@ -3,6 +3,9 @@
 Decodes (one query token) of a step are batched into one gather and two matmuls with
 GQA grouping (no head expansion); prefills and prefill chunks go one sequence at a time
 through PyTorch's fused SDPA, which is compute-bound anyway.
+
+An fp8 cache is written through a uint8 view (PyTorch's CPU index_copy takes no float8)
+and dequantized into the query's dtype as it is gathered.
 """
 
 from __future__ import annotations
@@ -10,9 +13,13 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from pagoda.attention.backend import FP8_KV_CACHE_DTYPE
+from pagoda.attention.reference import quantize_fp8
+
 
 def write_kv_cache(
-    key: torch.Tensor, value: torch.Tensor, kv_cache: torch.Tensor, slot_mapping: torch.Tensor
+    key: torch.Tensor, value: torch.Tensor, kv_cache: torch.Tensor, slot_mapping: torch.Tensor,
+    kv_scales: torch.Tensor | None = None,
 ) -> None:
     """See `pagoda.attention.reference.write_kv_cache`: one index_copy per keys and values."""
     _, num_blocks, block_size, num_kv_heads, head_size = kv_cache.shape
@@ -20,8 +27,15 @@ def write_kv_cache(
     if bool((slot_mapping < 0).any()):
         keep = slot_mapping >= 0
         key, value, slot_mapping = key[keep], value[keep], slot_mapping[keep]
-    flat[0].index_copy_(0, slot_mapping, key.to(kv_cache.dtype))
-    flat[1].index_copy_(0, slot_mapping, value.to(kv_cache.dtype))
+    if kv_cache.dtype == FP8_KV_CACHE_DTYPE:
+        assert kv_scales is not None, "an fp8 KV cache needs kv_scales"
+        flat = flat.view(torch.uint8)
+        key = quantize_fp8(key, kv_scales[0]).view(torch.uint8)
+        value = quantize_fp8(value, kv_scales[1]).view(torch.uint8)
+    else:
+        key, value = key.to(kv_cache.dtype), value.to(kv_cache.dtype)
+    flat[0].index_copy_(0, slot_mapping, key)
+    flat[1].index_copy_(0, slot_mapping, value)
 
 
 def paged_attention(
@@ -32,8 +46,13 @@ def paged_attention(
     seq_lens: list[int],
     scale: float,
     sliding_window: int | None = None,
+    kv_scales: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """See `pagoda.attention.reference.paged_attention`; the offsets come as host lists."""
+    if kv_cache.dtype == FP8_KV_CACHE_DTYPE:
+        assert kv_scales is not None, "an fp8 KV cache needs kv_scales"
+    else:
+        kv_scales = None
     out = torch.empty_like(query)
     decodes, others = [], []
     for b in range(len(seq_lens)):
@@ -45,29 +64,34 @@ def paged_attention(
     if decodes:
         lens = [seq_lens[b] for b in decodes]
         if len(decodes) == len(seq_lens):  # a pure decode step: row b is sequence b
-            out[:] = _decode(query, kv_cache, block_tables, lens, scale, sliding_window)
+            out[:] = _decode(query, kv_cache, block_tables, lens, scale, sliding_window,
+                             kv_scales)
         else:
             rows = [query_start_loc[b] for b in decodes]
             out[rows] = _decode(query[rows], kv_cache, block_tables[decodes], lens, scale,
-                                sliding_window)
+                                sliding_window, kv_scales)
     for b in others:
         start, end = query_start_loc[b], query_start_loc[b + 1]
         out[start:end] = _prefill(query[start:end], kv_cache, block_tables[b], seq_lens[b],
-                                  scale, sliding_window)
+                                  scale, sliding_window, kv_scales)
     return out
 
 
 def _gather(
-    kv_cache: torch.Tensor, tables: torch.Tensor, length: int
+    kv_cache: torch.Tensor, tables: torch.Tensor, length: int, kv_scales: torch.Tensor | None,
+    dtype: torch.dtype,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Keys and values [B, S, K, D] of the first `length` slots along each block table."""
+    """Keys and values [B, S, K, D] of the first `length` slots along each block table, in
+    `dtype` (an fp8 cache's stored * scale, computed in float32)."""
     block_size = kv_cache.shape[2]
     tables = tables[..., : -(-length // block_size)]
     flat = tables.reshape(-1).long()
     shape = (*tables.shape[:-1], tables.shape[-1] * block_size, *kv_cache.shape[3:])
     k = kv_cache[0].index_select(0, flat).view(shape)[..., :length, :, :]
     v = kv_cache[1].index_select(0, flat).view(shape)[..., :length, :, :]
-    return k, v
+    if kv_scales is not None:
+        return (k.float() * kv_scales[0]).to(dtype), (v.float() * kv_scales[1]).to(dtype)
+    return k.to(dtype), v.to(dtype)
 
 
 def _decode(
@@ -77,14 +101,15 @@ def _decode(
     seq_lens: list[int],
     scale: float,
     sliding_window: int | None,
+    kv_scales: torch.Tensor | None,
 ) -> torch.Tensor:
     batch, num_heads, head_size = query.shape
     num_kv_heads = kv_cache.shape[3]
     group = num_heads // num_kv_heads
     longest = max(seq_lens)
-    k, v = _gather(kv_cache, tables, longest)  # [B, S, K, D]
+    k, v = _gather(kv_cache, tables, longest, kv_scales, query.dtype)  # [B, S, K, D]
     q = query.view(batch, num_kv_heads, group, head_size)
-    scores = torch.matmul(q, k.permute(0, 2, 3, 1).to(q.dtype)).float() * scale  # [B, K, G, S]
+    scores = torch.matmul(q, k.permute(0, 2, 3, 1)).float() * scale  # [B, K, G, S]
     lens = torch.tensor(seq_lens)[:, None]
     pos = torch.arange(longest)[None, :]
     hidden = pos >= lens
@@ -94,7 +119,7 @@ def _decode(
     probs = scores.softmax(dim=-1).to(q.dtype)
     # Padding slots hold whatever the cache held (maybe NaN): 0 * NaN would leak through.
     v = v.masked_fill(hidden[:, :, None, None], 0)
-    out = torch.matmul(probs, v.permute(0, 2, 1, 3).to(q.dtype))  # [B, K, G, D]
+    out = torch.matmul(probs, v.permute(0, 2, 1, 3))  # [B, K, G, D]
     return out.reshape(batch, num_heads, head_size)
 
 
@@ -105,10 +130,11 @@ def _prefill(
     seq_len: int,
     scale: float,
     sliding_window: int | None,
+    kv_scales: torch.Tensor | None,
 ) -> torch.Tensor:
     q_len, num_heads, _ = query.shape
     group = num_heads // kv_cache.shape[3]
-    k, v = _gather(kv_cache, table, seq_len)  # [S, K, D]
+    k, v = _gather(kv_cache, table, seq_len, kv_scales, query.dtype)  # [S, K, D]
     if group > 1:
         k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
     mask = None
@@ -119,7 +145,7 @@ def _prefill(
         if sliding_window is not None:
             mask &= k_pos > q_pos - sliding_window
     out = F.scaled_dot_product_attention(
-        query.transpose(0, 1), k.transpose(0, 1).to(query.dtype),
-        v.transpose(0, 1).to(query.dtype), attn_mask=mask, is_causal=mask is None, scale=scale,
+        query.transpose(0, 1), k.transpose(0, 1), v.transpose(0, 1), attn_mask=mask,
+        is_causal=mask is None, scale=scale,
     )
     return out.transpose(0, 1)

@@ -90,6 +90,7 @@ class FusedSdpaAttentionImpl(AttentionImpl):
 class FusedSdpaAttentionBackend(AttentionBackend):
     name = "fused_sdpa"
     supported_dtypes = (torch.bfloat16, torch.float32)
+    supported_kv_cache_dtypes = supported_dtypes  # no fp8 KV cache
     supports_logits_soft_cap = False  # FusedSDPA has no soft-capping
     supports_graph_capture = False  # loops over the host's sequence lengths
 

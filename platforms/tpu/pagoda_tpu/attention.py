@@ -29,6 +29,7 @@ class XlaAttentionBackend(AttentionBackend):
     only device tensors, so a padded step compiles once per bucket."""
 
     name = "xla"
+    supported_kv_cache_dtypes = AttentionBackend.supported_dtypes  # no fp8 KV cache
     needs_zeroed_cache = True  # masked-out slots are weighed by 0, and 0 * NaN is NaN
 
     @classmethod

@@ -75,6 +75,7 @@ class PallasAttentionImpl(AttentionImpl):
 class PallasAttentionBackend(AttentionBackend):
     name = "pallas"
     supported_dtypes = (torch.bfloat16, torch.float32)
+    supported_kv_cache_dtypes = supported_dtypes  # no fp8 KV cache
     needs_zeroed_cache = True  # as the xla backend's: the kernel is unverified
 
     @classmethod

@@ -68,6 +68,7 @@ class IpexAttentionImpl(AttentionImpl):
 class IpexAttentionBackend(AttentionBackend):
     name = "ipex"
     supported_dtypes = (torch.bfloat16, torch.float16)  # its flash kernels take no float32
+    supported_kv_cache_dtypes = supported_dtypes  # no fp8 KV cache
     supported_head_sizes = (32, 64, 80, 96, 112, 128, 256)
     supports_graph_capture = False  # not known to be capturable in XPU (SYCL) graphs
 

@@ -68,6 +68,9 @@ class TemplateAttentionImpl(AttentionImpl):
 
 class TemplateAttentionBackend(AttentionBackend):
     name = "template"
+    # KV cache dtypes its kernels write and read. No fp8 (torch.float8_e4m3fn): a backend
+    # that adds it takes `kv_scales` in forward (see AttentionImpl.forward).
+    supported_kv_cache_dtypes = (torch.float32, torch.float16, torch.bfloat16)
 
     @classmethod
     def get_impl_cls(cls) -> type[AttentionImpl]:

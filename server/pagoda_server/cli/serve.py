@@ -41,7 +41,8 @@ def _print_banner(engine: AsyncLLM, api_keys: list[str], url: str) -> None:
         f"  attention:  {info['attention_backend']}, dtype {info.get('dtype', '?')}",
         f"  parallel:   {_layout(engine.config.parallel)}",
         f"  KV cache:   {info['kv_cache_tokens']} tokens"
-        f"{' per engine core' if engine.config.parallel.data_parallel_size > 1 else ''}; "
+        f"{' per engine core' if engine.config.parallel.data_parallel_size > 1 else ''} "
+        f"({info['kv_cache_blocks']} blocks, {info.get('kv_cache_dtype', '?')}); "
         f"max_model_len {engine.max_model_len}",
         f"  API keys:   {'required' if api_keys else 'none'}",
         f"  listening:  {url}",

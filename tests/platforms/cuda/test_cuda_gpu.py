@@ -231,3 +231,54 @@ def test_gpu_memory_utilization_caps_the_kv_cache(tmp_path: Path) -> None:
     small, large = kv_bytes(0.05), kv_bytes(0.1)
     assert 0 < small <= 0.05 * total
     assert large - small > 0.04 * total  # the extra 5% of the GPU all went to the cache
+
+
+# The fp8 KV cache on the GPU.
+
+FP8 = torch.float8_e4m3fn
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=dtype_name)
+@pytest.mark.parametrize("entry", [b for b in BACKENDS if FP8 in b.load().kv_cache_dtypes()],
+                         ids=lambda b: b.id)
+def test_backend_matches_reference_with_an_fp8_cache(entry: BackendEntry,
+                                                     dtype: torch.dtype) -> None:
+    report = check_attention_backend(entry.load(), dtype, device="cuda", seed=43,
+                                     kv_cache_dtype=FP8)
+    report.raise_for_failures()
+    assert report.checked and not report.skipped
+
+
+def test_fp8_cache_logprobs_close_to_float32_cache(tmp_path: Path) -> None:
+    """As tests/engine/test_kv_cache_fp8.py on the CPU: the checkpoint's scales, chunked
+    prefill, prefix caching, decode graphs; logprobs within its TOL of the float32 cache's."""
+    from tests.engine.test_kv_cache_fp8 import TOL, _checkpoint, _llm, _run
+
+    path = _checkpoint(tmp_path, "k_scale")
+    fp8 = _llm(path, "fp8", device="cuda")
+    assert fp8.engine.core.info["attention_backend"] == "triton"
+    assert fp8.engine.core.info["graph_batch_sizes"]
+    want, got = _run(_llm(path, "float32", device="cuda")), _run(fp8)
+    for (want_tokens, want_lp), (got_tokens, got_lp) in zip(want, got, strict=True):
+        for i, (w, g) in enumerate(zip(want_tokens, got_tokens, strict=True)):
+            assert (got_lp[i] - want_lp[i]).abs().max().item() <= TOL
+            if g != w:
+                break
+
+
+def test_fp8_cache_graphs_and_overlap_match_eager_sync_steps(tmp_path: Path) -> None:
+    """The scales are read from the device in captured decode graphs: the same tokens as
+    eager steps (and the checkpoint's scales, not 1.0, are what they read)."""
+    from tests.engine.test_kv_cache_fp8 import SCALES, _checkpoint
+
+    path = str(_checkpoint(tmp_path, "k_scale"))
+    prompts = _prompts(7, [3, 17, 9, 30, 1])
+    common = dict(dtype="float32", block_size=16, num_kv_blocks=256, kv_cache_dtype="fp8")
+    fast = LLM(path, device="cuda", **common)
+    info = fast.engine.core.info
+    assert info["kv_cache_dtype"] == "fp8" and 8 in info["graph_batch_sizes"]
+    layers = fast.engine.core.executor.worker.model.model.layers
+    assert [m.self_attn.attn.kv_scales.tolist() for m in layers] == [
+        pytest.approx(list(s)) for s in SCALES]
+    eager = LLM(path, device="cuda", enforce_eager=True, async_scheduling=False, **common)
+    assert _greedy(fast, prompts) == _greedy(eager, prompts)

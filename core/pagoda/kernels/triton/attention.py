@@ -10,6 +10,7 @@ from __future__ import annotations
 import torch
 import triton
 
+from pagoda.attention.backend import FP8_KV_CACHE_DTYPE
 from pagoda.kernels.triton.attention_kernels import _attention_kernel, _reduce_splits_kernel
 from pagoda.kernels.triton.common import dot_dtype, parallel_units, pow2, unit_last_stride
 from pagoda.kernels.triton.launch import DEFAULT_LAUNCH, TritonLaunch
@@ -52,6 +53,7 @@ def paged_attention(
     scale: float,
     sliding_window: int | None = None,
     logits_soft_cap: float | None = None,
+    kv_scales: torch.Tensor | None = None,
     *,
     max_query_len: int | None = None,
     num_splits: int = 1,
@@ -71,6 +73,8 @@ def paged_attention(
     query = unit_last_stride(query)
     key_cache, value_cache = kv_cache[0], kv_cache[1]
     assert key_cache.stride(-1) == 1 and key_cache.stride() == value_cache.stride()
+    fp8 = kv_cache.dtype == FP8_KV_CACHE_DTYPE
+    assert kv_scales is not None or not fp8, "an fp8 KV cache needs kv_scales"
     group = num_heads // num_kv_heads
     group_pad = pow2(group)
     block_m = max(DOT_MIN if max_query_len == 1 else PREFILL_BLOCK_M, group_pad)
@@ -86,6 +90,7 @@ def paged_attention(
     grid = (num_tokens // block_q + num_seqs, num_kv_heads, num_splits)
     _attention_kernel[grid](
         out, *parts, query, key_cache, value_cache,
+        kv_scales if fp8 else seq_lens,  # not read without KV_FP8
         block_tables, query_start_loc, seq_lens,
         scale, logits_soft_cap or 0.0, sliding_window or 0, num_seqs, split_len,
         query.stride(0), query.stride(1), out.stride(0), out.stride(1),
@@ -94,7 +99,7 @@ def paged_attention(
         HEAD_SIZE=head_size, HEAD_PAD=head_pad, BLOCK_SIZE=block_size, TILE_N=tile_n,
         USE_WINDOW=sliding_window is not None, USE_SOFT_CAP=logits_soft_cap is not None,
         NUM_SPLITS=num_splits, DOT_DTYPE=dot_dtype(query.dtype, _attention_kernel),
-        **launch.attention.kwargs(),
+        KV_FP8=fp8, **launch.attention.kwargs(),
     )
     if num_splits > 1:
         _reduce_splits_kernel[(num_tokens, num_heads)](

@@ -7,6 +7,10 @@ of TILE_N positions gathered through the block table (any cache block size), wit
 softmax in float32. Without splits it writes the output; with NUM_SPLITS > 1 each split
 covers its own range of key positions and writes an unnormalised partial result that
 `_reduce_splits_kernel` combines (long contexts with few query tokens).
+
+An fp8 cache (KV_FP8) is converted exactly to the dot's operand type as it is loaded; its
+scales, read from `kv_scales` on the device, are applied in float32 to what the dots give:
+the key scale with the softmax scale to the scores, the value scale to the accumulator.
 """
 
 from __future__ import annotations
@@ -38,7 +42,7 @@ def _find_sequence(query_start_loc_ptr, num_seqs, tile, BLOCK_Q: tl.constexpr):
 @triton.jit(do_not_specialize=["num_seqs"])
 def _attention_kernel(
     out_ptr, part_acc_ptr, part_max_ptr, part_sum_ptr,
-    q_ptr, key_cache_ptr, value_cache_ptr,
+    q_ptr, key_cache_ptr, value_cache_ptr, kv_scales_ptr,
     block_tables_ptr, query_start_loc_ptr, seq_lens_ptr,
     scale, soft_cap, window, num_seqs, split_len,
     stride_qt, stride_qh, stride_ot, stride_oh,
@@ -47,6 +51,7 @@ def _attention_kernel(
     BLOCK_M: tl.constexpr, HEAD_SIZE: tl.constexpr, HEAD_PAD: tl.constexpr,
     BLOCK_SIZE: tl.constexpr, TILE_N: tl.constexpr, USE_WINDOW: tl.constexpr,
     USE_SOFT_CAP: tl.constexpr, NUM_SPLITS: tl.constexpr, DOT_DTYPE: tl.constexpr,
+    KV_FP8: tl.constexpr,
 ):
     tile = tl.program_id(0)
     kv_head = tl.program_id(1)
@@ -58,6 +63,9 @@ def _attention_kernel(
     if q_block * BLOCK_Q >= q_len:
         return
     context = tl.load(seq_lens_ptr + seq).to(tl.int32) - q_len
+    qk_scale = scale
+    if KV_FP8:  # cached = stored * scale: the key scale joins the softmax scale
+        qk_scale = scale * tl.load(kv_scales_ptr)
 
     # Rows: token (q_block * BLOCK_Q + m // GROUP_PAD), head (kv_head * GROUP + m % GROUP_PAD).
     m = tl.arange(0, BLOCK_M)
@@ -91,7 +99,7 @@ def _attention_kernel(
         slot = block * stride_cb + (pos % BLOCK_SIZE) * stride_cs + kv_head * stride_ch
         k = tl.load(key_cache_ptr + slot[None, :] + dims[:, None],
                     mask=pos_ok[None, :] & dim_ok[:, None], other=0.0)
-        s = tl.dot(q, k.to(DOT_DTYPE), input_precision="ieee") * scale
+        s = tl.dot(q, k.to(DOT_DTYPE), input_precision="ieee") * qk_scale
         if USE_SOFT_CAP:  # cap * tanh(s / cap), tanh(x) = 1 - 2 / (exp(2x) + 1)
             s = soft_cap * (1.0 - 2.0 / (tl.exp(2.0 * s / soft_cap) + 1.0))
         visible = pos_ok[None, :] & (pos[None, :] <= q_pos[:, None])
@@ -108,6 +116,8 @@ def _attention_kernel(
         acc = acc * alpha[:, None] + tl.dot(p.to(DOT_DTYPE), v.to(DOT_DTYPE),
                                             input_precision="ieee")
         m_i = m_new
+    if KV_FP8:
+        acc = acc * tl.load(kv_scales_ptr + 1)
 
     if NUM_SPLITS > 1:
         # Partial results [T, H, NUM_SPLITS] (max in log2 units, sum) and [.., HEAD_PAD].

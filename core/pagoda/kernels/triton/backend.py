@@ -10,6 +10,7 @@ from __future__ import annotations
 import torch
 
 from pagoda.attention.backend import (
+    FP8_KV_CACHE_DTYPE,
     AttentionBackend,
     AttentionConfig,
     AttentionImpl,
@@ -41,13 +42,15 @@ class TritonAttentionImpl(AttentionImpl):
         value: torch.Tensor,
         kv_cache: torch.Tensor,
         metadata: AttentionMetadata,
+        *,
+        kv_scales: torch.Tensor | None = None,
     ) -> torch.Tensor:
         launch = self.launch(query.device)
-        write_kv_cache(key, value, kv_cache, metadata.slot_mapping, launch=launch)
+        write_kv_cache(key, value, kv_cache, metadata.slot_mapping, kv_scales, launch=launch)
         return paged_attention(
             query, kv_cache, metadata.block_tables, metadata.query_start_loc,
             metadata.seq_lens, self.scale, self.sliding_window, self.logits_soft_cap,
-            max_query_len=metadata.max_query_len,
+            kv_scales, max_query_len=metadata.max_query_len,
             num_splits=self.num_splits(metadata, query.device), tile_n=self.tile_n,
             launch=launch,
         )
@@ -56,17 +59,36 @@ class TritonAttentionImpl(AttentionImpl):
 class TritonAttentionBackend(AttentionBackend):
     name = "triton"
     supported_dtypes = (torch.bfloat16, torch.float16, torch.float32)
+    supported_kv_cache_dtypes = (torch.bfloat16, torch.float16, torch.float32,
+                                 FP8_KV_CACHE_DTYPE)
     supports_graph_capture = True
 
     @classmethod
     def validate(cls, config: AttentionConfig) -> list[str]:
         """Head sizes up to 256 (padded to a power of two inside the kernel); any block size
-        (key tiles are gathered across cache blocks)."""
+        (key tiles are gathered across cache blocks); an fp8 cache where Triton converts
+        float8 e4m3 (see `fp8_unsupported_reason`)."""
         reasons = super().validate(config)
         if not 1 <= config.head_size <= MAX_HEAD_SIZE:
             reasons.append(f"head size {config.head_size} is outside 1..{MAX_HEAD_SIZE}")
+        if config.kv_cache_dtype == FP8_KV_CACHE_DTYPE:
+            reason = fp8_unsupported_reason()
+            if reason:
+                reasons.append(reason)
         return reasons
 
     @classmethod
     def get_impl_cls(cls) -> type[AttentionImpl]:
         return TritonAttentionImpl
+
+
+def fp8_unsupported_reason() -> str | None:
+    """Why this process's GPU cannot hold an fp8 cache in Triton, or None: Triton converts
+    float8 e4m3 (its float8e4nv) on NVIDIA GPUs of compute capability 8.9 and up only."""
+    if torch.version.cuda is None or not torch.cuda.is_available():
+        return None  # another vendor's GPU, or the interpreter on the host
+    major, minor = torch.cuda.get_device_capability()
+    if (major, minor) < (8, 9):
+        return (f"an fp8 KV cache needs an NVIDIA GPU of compute capability 8.9 or later "
+                f"(Triton's float8 e4m3), this one is {major}.{minor}")
+    return None
