@@ -116,14 +116,18 @@ class CompressedTensorsMethod(QuantMethod):
             groups.append(_Group(name, tuple(group.get("targets") or ()), group["weights"],
                                  group.get("input_activations"),
                                  group.get("format") or config.get("format")))
-        if not groups:
-            raise UnsupportedScheme(f"{SOURCE} config has no config_groups")
+        if not groups and not config.get("kv_cache_scheme"):
+            raise UnsupportedScheme(f"{SOURCE} config quantizes nothing (no config_groups, "
+                                    f"no kv_cache_scheme)")
+        # Without config groups only the KV cache is quantized (its scales load with the
+        # attention layers): every linear layer stays dense.
         for group in groups:
             _method(group)  # refuse an unsupported scheme at once, before any layer
         return cls(groups, list(config.get("ignore") or ()))
 
     def describe(self) -> str:
-        return f"{self.name} ({', '.join(g.describe() for g in self.groups)})"
+        groups = ", ".join(g.describe() for g in self.groups) or "linear layers dense"
+        return f"{self.name} ({groups})"
 
     def _group_of(self, name: str) -> _Group | None:
         if any(matches(name, target) for target in self.ignore):

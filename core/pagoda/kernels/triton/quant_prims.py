@@ -117,11 +117,11 @@ def _act_quant_kernel(
         for start in range(lo, hi, BLOCK):
             x = tl.load(x_row + start + k, mask=start + k < hi, other=0.0).to(tl.float32)
             amax = tl.maximum(amax, tl.abs(x))
-        scale = tl.maximum(tl.max(amax, axis=0), MIN_SCALE_C * QMAX) / QMAX
+        scale = tl.math.div_rn(tl.maximum(tl.max(amax, axis=0), MIN_SCALE_C * QMAX), QMAX)
     tl.store(s_ptr + row * stride_sm + tl.program_id(1), scale)
     for start in range(lo, hi, BLOCK):
         ok = start + k < hi
-        v = tl.load(x_row + start + k, mask=ok, other=0.0).to(tl.float32) / scale
+        v = tl.math.div_rn(tl.load(x_row + start + k, mask=ok, other=0.0).to(tl.float32), scale)
         q = round_int8(v).to(tl.int8) if INT8 else quantize_fp8(v, EXACT)
         tl.store(q_ptr + row.to(tl.int64) * stride_qm + start + k, q, mask=ok)
 

@@ -62,8 +62,13 @@ class QGemvPlan:
 
 def plan_qgemv(m: int, n: int, k: int, units: int, block_k: int | None = None) -> QGemvPlan:
     """The default launch for [m, k] x [n, k]^T on `units` multiprocessors; `block_k` fixes
-    the K tile (a blocked weight's bk). Tiles of 64 weight rows through tl.dot: every
+    the K tile (a blocked weight's bk). One row (a single decode): eight weight rows a
+    program through FMAs, K tiles of 512, split over K to fill the GPU (on the H200 it beat
+    the dot path by 1.2-1.6x on the 8B's qkv, o and down shapes and tied on gate_up,
+    ci/bench_quant_kernels.py). More rows: tiles of 64 weight rows through tl.dot, every
     product on tensor cores, no per-weight conversion; 16 KB of weight a step."""
+    if m == 1 and block_k is None:
+        return QGemvPlan(8, 512, False, num_k_splits(triton.cdiv(n, 8), k, units), 4, 3)
     block_n = 64 if triton.cdiv(n, 64) >= units else 32
     bk = block_k or min(256, pow2(k, 32))
     splits = num_k_splits(triton.cdiv(n, block_n), k, units)
@@ -144,7 +149,7 @@ def _qgemv_kernel(
         for start in range(0, K, BLOCK_K):
             x = tl.load(x_tile + start, mask=m_ok[:, None] & (start + k < K)[None, :], other=0.0)
             amax = tl.maximum(amax, tl.max(tl.abs(x.to(tl.float32)), axis=1))
-        xs = tl.maximum(amax, MIN_SCALE_C * QMAX) / QMAX
+        xs = tl.math.div_rn(tl.maximum(amax, MIN_SCALE_C * QMAX), QMAX)
 
     ACC: tl.constexpr = tl.int32 if INT8 and not BLOCKED else tl.float32
     if USE_DOT or BLOCKED:
@@ -166,7 +171,7 @@ def _qgemv_kernel(
         else:
             xf = x.to(tl.float32)
             if BLOCKED and X_MODE == 0:  # this K block's own scale per row
-                xs = tl.maximum(tl.max(tl.abs(xf), axis=1), MIN_SCALE_C * QMAX) / QMAX
+                xs = tl.math.div_rn(tl.maximum(tl.max(tl.abs(xf), axis=1), MIN_SCALE_C * QMAX), QMAX)
             xq = _quantize(xf, xs, INT8, EXACT)
         if USE_DOT:
             part = _dot(w, xq, INT8, DOT_F32)  # [BLOCK_N, BLOCK_M]
