@@ -6,10 +6,17 @@ from pagoda.plugins import AttentionBackendSpec, KernelProvider, PlatformPlugin,
 from pagoda_cpu import __version__
 
 PLATFORM = "cpu"
-CPU_OPS = ("rms_norm", "fused_add_rms_norm", "silu_and_mul")
-"""The ops with a CPU-specific implementation; core's references serve the rest."""
+CPU_DENSE_OPS = ("rms_norm", "fused_add_rms_norm", "silu_and_mul")
+"""Core ops with a CPU-specific implementation; core's references serve the others."""
+CPU_QUANT_OPS = ("fp8_linear", "int8_linear", "woq_linear")
+"""The quantized linears, offered only through these providers (`pagoda_cpu.quant_ops`)."""
+CPU_OPS = CPU_DENSE_OPS + CPU_QUANT_OPS
+"""Every op the CPU provides itself (all as "cpu_native")."""
 TARGET_PLUGIN_API = 3  # the pagoda plugin API this package was built against
 _OPS = "pagoda_cpu.ops"
+_QUANT = "pagoda_cpu.quant_ops"
+_PREPARE = {"fp8_linear": "prepare_fp8", "int8_linear": "prepare_int8",
+            "woq_linear": "prepare_woq"}
 
 plugin = PlatformPlugin(
     PLATFORM, __version__, api_version=TARGET_PLUGIN_API, package="pagoda-cpu",
@@ -19,6 +26,13 @@ plugin = PlatformPlugin(
     attention_backends=[AttentionBackendSpec(
         "cpu_sdpa", "pagoda_cpu.attention:CpuSdpaAttentionBackend", (PLATFORM,), priority=10)],
     quant_methods=[QuantMethodSpec("gguf", "pagoda_cpu.quant_gguf:GGUFInt4Method", (PLATFORM,))],
-    kernel_providers=[KernelProvider(op, "cpu_native", f"{_OPS}:{op}", (PLATFORM,), priority=10)
-                      for op in CPU_OPS],
+    kernel_providers=[
+        *(KernelProvider(op, "cpu_native", f"{_OPS}:{op}", (PLATFORM,), priority=10)
+          for op in CPU_DENSE_OPS),
+        *(KernelProvider(op, "cpu_native", f"{_QUANT}:{op}", (PLATFORM,), priority=10,
+                         prepare=f"{_QUANT}:{_PREPARE[op]}",
+                         is_available=f"{_QUANT}:int8_available" if op == "int8_linear"
+                         else None)
+          for op in CPU_QUANT_OPS),
+    ],
 )
