@@ -184,9 +184,10 @@ class CpuQuantWeight:
     weight once that dtype is known (at prepare when given, else at the first call).
 
     After the first build the canonical weight is released. A call in another dtype then
-    reuses the layout: the int4 kernel and `_int_mm` take any dtype exactly; a dense weight
-    is used as it is (exact when it is float32, else the precision of its dtype), with a
-    warning, as that happens only when one prepared weight serves two model dtypes.
+    reuses the layout as built: `_int_mm`'s is exact for every dtype; the int4 kernel's
+    scales and a dense weight keep the precision of the dtype they were built in (exact
+    when it is float32). That happens only when one prepared weight serves two model
+    dtypes, so it is warned about, once per shape.
     """
 
     def __init__(self, op: str, source: Fp8Weight | Int8Weight | GroupQuantWeight,
@@ -205,13 +206,13 @@ class CpuQuantWeight:
         if self.layout is None:
             self.layout = self._build(self._source, dtype, self.native_bf16)
             self.dtype, self._source = dtype, None
-        elif dtype != self.dtype and isinstance(self.layout, DenseLayout):
+        elif dtype != self.dtype and not isinstance(self.layout, Int8Layout):
             key = (self.op, "redtype", tuple(self.shape), self.dtype, dtype)
             if key not in _logged:
                 _logged.add(key)
                 logger.warning("%s: a weight prepared for %s activations is called with %s "
-                               "ones; its dense %s weight is used as it is", self.op,
-                               self.dtype, dtype, self.layout.weight.dtype)
+                               "ones; its layout is used as built (%s)", self.op,
+                               self.dtype, dtype, type(self.layout).__name__)
         return self.layout
 
     def storage_bytes(self) -> int:

@@ -6,9 +6,9 @@ import pytest
 import torch
 
 from pagoda.ops import OPS
+from pagoda.plugins.specs import QUANT_OPS
 from pagoda.testing import DTYPES, ProviderEntry, check_kernel_provider, dtype_name
 from pagoda.testing import kernel_providers as registered
-from pagoda.plugins.specs import QUANT_OPS
 from pagoda_cpu.plugin import CPU_OPS, CPU_QUANT_OPS
 
 PROVIDERS = registered("cpu")
