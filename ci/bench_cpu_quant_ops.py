@@ -1,22 +1,26 @@
 """Time the CPU's quantized-linear providers against dense F.linear (median microseconds).
 
-    python ci/bench_cpu_quant_ops.py [--threads 1] [--reps 15] [--budget 0.3]
+    python ci/bench_cpu_quant_ops.py [--threads 1] [--reps 11] [--budget 0.5] [--hot]
 
 Rows: SmolLM2-135M's linear shapes (576->1536, 1536->576, 576->576) and a larger one
 (2048->8192), at M = 1, 16 and 256 tokens. Columns (the activation dtype after the name):
-  dense f32 / dense bf16  F.linear on a dense weight (bf16 only where the CPU has native
-                          bf16, or PAGODA_CPU_FAST_BF16=1);
+  dense f32 / dense bf16  F.linear on a dense weight (bf16 is slow without native bf16);
   int8 f32 / int8 bf16    int8_linear as provided: per-token int8 activations, torch._int_mm;
   i4 g32a bf16            woq_linear, 4-bit groups of 32 with offsets (GGUF Q4_1, AWQ-like):
                           the int4 kernel plus the zero-rounding correction;
   i4 g32s bf16            4-bit symmetric groups of 32 (GGUF Q4_0, GPTQ sym): kernel only;
-  fp8 bf16                fp8_linear as provided: float8-rounded activations, dense weight;
+  fp8 bf16                fp8_linear as provided: float8-rounded activations, dense weight
+                          (bf16, or float32 without native bf16);
 and, to show why the providers do not use them:
   i4 kern f32             the int4 kernel fed float32 activations;
   q8 split bf16           an 8-bit group weight as two 4-bit halves, one int4 kernel call;
   scaled_mm               torch._scaled_mm on float8 activations and weight (f32 out).
-A cell is "-" when one call would exceed the time budget (--budget seconds).
-Set ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2 to see an AVX2-only CPU's kernels.
+A cell is "-" when one call would exceed the time budget (--budget seconds). By default
+the caches are flushed before each call (a decode step of a model larger than the caches
+reads every weight from memory); --hot repeats each call back to back instead. Set
+ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2 PAGODA_CPU_FAST_BF16=0 to see what an
+AVX2-only CPU (Zen 3) would run, with its kernels. Other processes on the machine move
+these numbers by up to 2x between runs: compare within a row, and repeat.
 """
 
 from __future__ import annotations
@@ -34,21 +38,38 @@ from pagoda_cpu import quant_ops
 
 SHAPES = ((576, 1536), (1536, 576), (576, 576), (2048, 8192))
 TOKENS = (1, 16, 256)
+FLUSH_BYTES = 128 * 2**20
 
 
-def median_us(fn: Callable[[], object], reps: int, budget: float) -> float | None:
-    start = time.perf_counter()
-    fn()
-    first = time.perf_counter() - start
-    if first > budget:
-        return None
-    fn()
-    times = []
-    for _ in range(max(3, min(reps, int(budget * 10 / max(first, 1e-6))))):
+def medians_us(fns: list[Callable[[], object]], reps: int, budget: float,
+               flush: torch.Tensor | None) -> list[float | None]:
+    """Median microseconds of each call; a call whose first run takes longer than `budget`
+    seconds is left out (None).
+
+    With `flush` (a buffer larger than the caches, read before every timed call) the calls
+    are timed in interleaved rounds, one of each per round, so that load from other
+    processes hits every column alike, and each call reads its weight from memory, as in a
+    model larger than the caches (the flush evicts the code too, which adds a little to
+    every op of a call). Without it, each call is repeated back to back: its weight stays
+    in the caches where it fits.
+    """
+    first = []
+    for fn in fns:
         start = time.perf_counter()
         fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times) * 1e6
+        first.append(time.perf_counter() - start)
+    live = [i for i, t in enumerate(first) if t <= budget]
+    times: dict[int, list[float]] = {i: [] for i in live}
+    rounds = [live] * reps if flush is not None else [[i] * reps for i in live]
+    for order in rounds:
+        for i in order:
+            if flush is not None:
+                flush.sum()  # reads: leaves clean lines, no write-backs
+            start = time.perf_counter()
+            fns[i]()
+            times[i].append(time.perf_counter() - start)
+    return [statistics.median(times[i]) * 1e6 if i in times else None
+            for i in range(len(fns))]
 
 
 def columns(k: int, n: int,
@@ -75,10 +96,8 @@ def columns(k: int, n: int,
 
     f32 = torch.float32
     cols: dict[str, tuple[torch.dtype, Callable[[torch.Tensor], object]]] = {
-        "dense f32": (f32, lambda x: F.linear(x, dense32))}
-    if native_bf16:
-        cols["dense bf16"] = (bf16, lambda x: F.linear(x, dense16))
-    cols |= {
+        "dense f32": (f32, lambda x: F.linear(x, dense32)),
+        "dense bf16": (bf16, lambda x: F.linear(x, dense16)),
         "int8 f32": (f32, lambda x: quant_ops.int8_linear(x, i8)),
         "int8 bf16": (bf16, lambda x: quant_ops.int8_linear(x, i8)),
         "i4 g32a bf16": (bf16, lambda x: quant_ops.woq_linear(x, i4a)),
@@ -94,15 +113,19 @@ def columns(k: int, n: int,
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--reps", type=int, default=15)
-    parser.add_argument("--budget", type=float, default=0.3,
+    parser.add_argument("--reps", type=int, default=11)
+    parser.add_argument("--budget", type=float, default=0.5,
                         help="skip a cell whose single call takes longer (seconds)")
+    parser.add_argument("--hot", action="store_true",
+                        help="repeat each call back to back, caches warm (default: flush them)")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     native = quant_ops.fast_bf16()
+    flush = None if args.hot else torch.zeros(FLUSH_BYTES // 4)
     print(f"torch {torch.__version__}, ATen CPU capability "
           f"{torch.backends.cpu.get_cpu_capability()}, native bf16: {native}, "
-          f"{args.threads} thread(s); median microseconds per call")
+          f"{args.threads} thread(s), caches {'warm' if args.hot else 'flushed'}; "
+          "median microseconds per call")
     header = None
     for k, n in SHAPES:
         cols = columns(k, n, native)
@@ -111,11 +134,9 @@ def main() -> None:
             print(header)
         for m in TOKENS:
             x = torch.randn(m, k)
-            cells = []
-            for dtype, fn in cols.values():
-                xd = x.to(dtype)
-                us = median_us(lambda fn=fn, xd=xd: fn(xd), args.reps, args.budget)
-                cells.append(f"{us:13.0f}" if us is not None else f"{'-':>13}")
+            fns = [lambda fn=fn, xd=x.to(dtype): fn(xd) for dtype, fn in cols.values()]
+            cells = [f"{us:13.0f}" if us is not None else f"{'-':>13}"
+                     for us in medians_us(fns, args.reps, args.budget, flush)]
             print(f"{k:>5}->{n:<4} {m:>4} " + " ".join(cells), flush=True)
 
 

@@ -2,48 +2,60 @@
 
 Each op's `prepare` turns the canonical weight (`pagoda.quant.tensors`) into a
 `CpuQuantWeight`; `impl(x, prepared, bias)` runs it. What a layer becomes depends on the
-weight and on the activation dtype, which `prepare(weight)` is not told: when called
-without `dtype=`, the layout is built at the layer's first call, in that call's dtype, and
-the canonical weight is then released (a model runs in one dtype; a later call in another
-dtype still computes the right thing, see `CpuQuantWeight`). Layers that run dequantized
-are logged at INFO, once per kind of weight and shape.
+weight and on the activation dtype, which the op table's `prepare(weight)` is not told:
+`prepare(weight, dtype)` builds the layout at once; without `dtype` it is built at the
+layer's first call, in that call's dtype, and the canonical weight is then released (a
+model runs in one dtype; a later call in another dtype runs on the layout as built, see
+`CpuQuantWeight`). Layers that run dequantized are logged at INFO, once per kind of
+weight, shape and reason (the log names no layer: prepare is not told which it is).
 
 Decisions, measured with `ci/bench_cpu_quant_ops.py` (torch 2.13, one thread, median
-microseconds; "Zen 5" is AVX-512 + AVX512-BF16, "AVX2" is the same machine with
-ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2, standing in for a Zen 3; the numbers
-are quoted in full in the bench's docstring):
+microseconds, weights read from memory; "Zen 5" has AVX-512 and AVX512-BF16, "AVX2" is the
+same machine under ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2, standing in for a
+Zen 3; the machine was shared, so numbers move by up to 2x between runs, not the ratios
+quoted here; 2048->8192 unless said):
 
-- int8 W8A8 (`int8_linear`): always `torch._int_mm` (exact int32 sums) on the int8 weight
-  after quantizing the activations per token as the reference does, scales applied in
-  float32. It beats dense float32 F.linear at every M measured on both machines (Zen 5,
-  2048->8192: M=1 ~120 us vs ~2900, M=256 ~26 ms vs ~130 ms) and keeps 1 byte a weight.
-- 4-bit groups (`woq_linear`, GPTQ / AWQ / compressed-tensors / GGUF Q4_0 and Q4_1):
+- int8 W8A8 (`int8_linear`): always `torch._int_mm` (exact int32 sums, the weight as a
+  transposed view of the int8 [N, K]: a contiguous [K, N] copy is 2-4x slower) after
+  quantizing the activations per token exactly as the reference does, scales applied in
+  float32. Zen 5: M=1 930 vs dense f32 3130 (bf16 2170), M=16 2680 vs 10050 (bf16 2910),
+  M=256 13200 vs 101000 (bf16 20200). AVX2: M=1 4060 vs 3230 (1.0-1.5x slower on the
+  SmolLM2 shapes too), M=16 6020 vs 10460, M=256 42800 vs 98800. Picking dense per M would
+  mean keeping a float32 copy (4x the memory) for a 1.25-1.5x gain at M=1 on AVX2 only.
+- 4-bit groups (`woq_linear`: GPTQ, AWQ, compressed-tensors, GGUF Q4_0 / Q4_1):
   `_weight_int4pack_mm_for_cpu` for bfloat16 activations. Torch 2.13 accepts kernel groups
-  of 32, 64, 128 and 256 and N a multiple of 16: any group that is a multiple of 32 runs
-  (its scales repeated to a kernel group size that divides it, which is exact) and N is
-  padded to 16 rows of zeros. The kernel computes w = (q - 8) * scale + zero, so
-  zero = offset + 8 * scale, in the activation dtype. Its float32 and float16 paths are
-  scalar (10-40x slower than dense F.linear here), and feeding it bfloat16 copies of
-  float32 / float16 activations would round them beyond those dtypes' tolerances: for
-  float32 and float16 activations the layer runs dense (dequantized once). The kernel is
-  kept for bfloat16 with or without native bf16 instructions: on AVX2 it is about as fast
-  as dense float32 (and 8x smaller), where a dense bfloat16 weight is 3-10x slower. At
-  long prefills (M=256) it is 2-4x slower than dense bf16 on Zen 5; decode (M=1) is 2-4x
-  faster: kept for the 4x memory saving.
+  of 32, 64, 128 and 256 with K a multiple of the group and N a multiple of 16: any group
+  that is a multiple of 32 runs (scales repeated to the largest kernel group dividing it,
+  which is exact) and N is padded with rows of zero weights. The kernel computes
+  w = (q - 8) * scale + zero, so zero = offset + 8 * scale, in the activation dtype (the
+  rounding of asymmetric zeros is put back, see `Int4Layout`). Zen 5, symmetric groups of
+  32: M=1 560 vs dense bf16 2170 (SmolLM2's 576->1536: 94 vs 240), M=16 3500 vs 2900,
+  M=256 57000 vs 20000 (prefill is 2-3x slower than dense bf16, decode 2.5-4x faster, at a
+  quarter of the memory); with offsets (Q4_1, AWQ) +15-40% at M=1 for the correction.
+  AVX2: M=1 1980 vs dense f32 3230, M=16 8000 vs 10500, M=256 130000 vs 99000 (dense
+  bf16 there: 1370, 21700, 329000): the kernel with or without native bf16.
+  Its float32 and float16 paths are 9-80x slower than dense float32 (M=1 27300 vs 3130)
+  and feeding it bfloat16 copies of float32 / float16 activations would round them past
+  those dtypes' tolerances: for float32 and float16 activations the layer runs dense.
 - 8-bit groups (GGUF Q8_0): PyTorch has no CPU kernel with group scales
   (`_weight_int8pack_mm` has one scale per row), so the layer runs dense. An exact
-  alternative was measured: codes split into two 4-bit halves (w = hi * 16s + lo * s + o)
-  run as one int4 kernel call over 2K inputs; it keeps 1 byte a weight and is faster
-  at M=1 on Zen 5, but several times slower from M=16 on and on AVX2, so it is not used.
+  alternative was measured (`split_int8_layout`): codes split into 4-bit halves,
+  w = hi * 16s + lo * s + o, one int4 kernel call over 2K inputs, 1 byte a weight: Zen 5
+  M=1 1400 vs dense bf16 2170, but M=16 8400 vs 2900 and M=256 123000 vs 20000, and on
+  AVX2 slower than dense float32 at every M: not used.
 - fp8 W8A8 (`fp8_linear`): `torch._scaled_mm` runs on the CPU in torch 2.13 (row-wise and
-  tensor-wise scales) but is 10-60x slower than dense F.linear, so the layer runs dense
-  (per-row and 128x128-blocked weights alike); the activations are still rounded through
-  float8 per token (or per token and group of bk inputs) exactly as the reference does.
-- Dense layers: the dequantized weight in the activation dtype, except bfloat16
-  activations on a CPU without native bf16 matmuls, where dense bfloat16 F.linear is 3-10x
-  slower than float32: the weight is float32 there and the activations are widened for
-  the product (more exact than the reference asks). Native bf16 is detected from the CPU
-  flags (`pagoda_cpu.host.has_fast_bf16`); PAGODA_CPU_FAST_BF16=0 or 1 overrides it.
+  tensor-wise scales, exact) but 3-40x slower than dense F.linear (M=1 115000 vs 3130), so
+  the layer runs dense, per-row and 128x128-blocked weights alike; the activations are
+  still rounded through float8 per token (or per token and group of bk inputs), exactly
+  as the reference does (that costs 10-30% at M=1 over dense bf16).
+- Dense layers hold the dequantized weight in the activation dtype where the CPU has
+  native matmuls for it, else in float32 with the activations widened for the product
+  (more exact than the reference asks). Without native bf16 (AVX2) a bfloat16 F.linear is
+  2.4x faster than float32 at M=1 (it reads half the bytes) but 2-4x slower from M=16 on
+  (M=16 21700 vs 10500, M=256 329000 vs 99000); float16 on Zen 5 (no AVX512-FP16) is the
+  same (M=16 21800 vs 9800, M=256 316000 vs 98000): float32 avoids those cliffs at twice
+  the memory. Native bf16 / fp16 is read from the CPU flags (`has_fast_bf16`, `fast_fp16`);
+  PAGODA_CPU_FAST_BF16 / PAGODA_CPU_FAST_FP16 = 0 or 1 override the detection.
 """
 
 from __future__ import annotations
@@ -65,12 +77,14 @@ from pagoda.quant.tensors import (
     quantize_fp8,
     quantize_int8,
 )
-from pagoda_cpu.host import has_fast_bf16
+from pagoda_cpu.host import cpu_flags, has_fast_bf16
 
 logger = logging.getLogger(__name__)
 
 FAST_BF16_ENV = "PAGODA_CPU_FAST_BF16"
 """"1" or "0": whether to treat this CPU as having native bf16 matmuls (default: detect)."""
+FAST_FP16_ENV = "PAGODA_CPU_FAST_FP16"
+""""1" or "0": the same for float16 matmuls (AVX512-FP16 or AMX-FP16)."""
 
 INT4_GROUPS = (256, 128, 64, 32)
 """The group sizes `_weight_int4pack_mm_for_cpu` accepts, largest first."""
@@ -78,19 +92,29 @@ INT4_N_MULTIPLE = 16
 """`_convert_weight_to_int4pack_for_cpu` wants the output rows in multiples of 16."""
 
 
+def _forced(env: str) -> bool | None:
+    value = os.environ.get(env, "").strip()
+    return value == "1" if value in ("0", "1") else None
+
+
 def fast_bf16() -> bool:
     """Whether bfloat16 matmuls run natively here (FAST_BF16_ENV overrides the detection)."""
-    forced = os.environ.get(FAST_BF16_ENV, "").strip()
-    if forced in ("0", "1"):
-        return forced == "1"
-    return has_fast_bf16()
+    forced = _forced(FAST_BF16_ENV)
+    return has_fast_bf16() if forced is None else forced
 
 
-def dense_dtype(x_dtype: torch.dtype, native_bf16: bool) -> torch.dtype:
-    """The dtype of a dense (dequantized) weight for activations of `x_dtype`."""
-    if x_dtype == torch.bfloat16 and not native_bf16:
-        return torch.float32
-    return x_dtype
+def fast_fp16() -> bool:
+    """Whether float16 matmuls run natively here (FAST_FP16_ENV overrides the detection)."""
+    forced = _forced(FAST_FP16_ENV)
+    return bool(cpu_flags() & {"avx512_fp16", "amx_fp16"}) if forced is None else forced
+
+
+def dense_dtypes(native_bf16: bool, native_fp16: bool) -> dict[torch.dtype, torch.dtype]:
+    """Activation dtype -> the dtype of a dense (dequantized) weight for it: itself where
+    its matmuls are native, else float32 (the activations are widened for the product)."""
+    return {torch.float32: torch.float32,
+            torch.bfloat16: torch.bfloat16 if native_bf16 else torch.float32,
+            torch.float16: torch.float16 if native_fp16 else torch.float32}
 
 
 _logged: set[tuple[object, ...]] = set()
@@ -128,10 +152,11 @@ class Int4Layout:
     [K' / group, N', 2] in the activation dtype (w = (q - 8) * scale + zero).
 
     Rounding a zero to bfloat16 moves every weight of its group alike, which adds up over
-    the group's inputs (asymmetric groups: |zero| up to 8 scales); that error is put back
-    exactly enough: `zero_residual` [G, N'] (float32, G = K' / group) is what rounding took
-    away, and x's sums over each group times it are added to the output. Symmetric groups
-    (zero 0) have none.
+    the group's inputs (asymmetric groups: |zero| up to 8 scales); that error is put back:
+    `zero_residual` [G, N'] (G = K' / group) is what rounding took away, and x's sums over
+    each group times it are added to the output in float32 (one addmm: a bfloat16 mm of
+    one row costs ~18 us here, a float32 one ~3). It costs 4 bytes a group and output
+    (groups of 32: 1/8 byte a weight). Symmetric groups (zero 0) have none.
     """
 
     def __init__(self, packed: torch.Tensor, group: int, scales_and_zeros: torch.Tensor,
@@ -151,8 +176,8 @@ class Int4Layout:
         if self.zero_residual is not None or bias is not None:
             y = y.float()
             if self.zero_residual is not None:
-                sums = xin.float().view(xin.shape[0], -1, self.group).sum(-1)
-                y = torch.addmm(y, sums, self.zero_residual)
+                sums = xin.view(xin.shape[0], -1, self.group).sum(-1, dtype=torch.float32)
+                y = y.addmm_(sums, self.zero_residual)
             if bias is not None:
                 y = y[:, : self.n] + bias.float()
         return y[:, : self.n] if y.shape[1] != self.n else y
@@ -191,9 +216,10 @@ class CpuQuantWeight:
     """
 
     def __init__(self, op: str, source: Fp8Weight | Int8Weight | GroupQuantWeight,
-                 build: Callable[[object, torch.dtype, bool], Layout], native_bf16: bool):
+                 build: Callable[[object, torch.dtype, torch.dtype], Layout],
+                 dense: dict[torch.dtype, torch.dtype]):
         self.op, self.shape = op, source.shape
-        self.native_bf16 = native_bf16
+        self.dense_dtypes = dense
         self.dtype: torch.dtype | None = None
         self.layout: Layout | None = None
         self._source: object | None = source
@@ -204,7 +230,8 @@ class CpuQuantWeight:
 
     def for_dtype(self, dtype: torch.dtype) -> Layout:
         if self.layout is None:
-            self.layout = self._build(self._source, dtype, self.native_bf16)
+            dense = self.dense_dtypes.get(dtype, torch.float32)
+            self.layout = self._build(self._source, dtype, dense)
             self.dtype, self._source = dtype, None
         elif dtype != self.dtype and not isinstance(self.layout, Int8Layout):
             key = (self.op, "redtype", tuple(self.shape), self.dtype, dtype)
@@ -230,10 +257,13 @@ class CpuQuantWeight:
         return sum(t.untyped_storage().nbytes() for t in tensors)
 
 
-def _prepared(op: str, weight: object, build: Callable[[object, torch.dtype, bool], Layout],
-              dtype: torch.dtype | None, native_bf16: bool | None) -> CpuQuantWeight:
-    prepared = CpuQuantWeight(op, weight, build,  # type: ignore[arg-type]
-                              fast_bf16() if native_bf16 is None else native_bf16)
+def _prepared(op: str, weight: object,
+              build: Callable[[object, torch.dtype, torch.dtype], Layout],
+              dtype: torch.dtype | None, native_bf16: bool | None,
+              native_fp16: bool | None) -> CpuQuantWeight:
+    dense = dense_dtypes(fast_bf16() if native_bf16 is None else native_bf16,
+                         fast_fp16() if native_fp16 is None else native_fp16)
+    prepared = CpuQuantWeight(op, weight, build, dense)  # type: ignore[arg-type]
     if dtype is not None:
         prepared.for_dtype(dtype)
     return prepared
@@ -246,14 +276,15 @@ def _finish(y: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
 # int8_linear
 
 
-def _build_int8(weight: Int8Weight, dtype: torch.dtype, native_bf16: bool) -> Layout:
+def _build_int8(weight: Int8Weight, dtype: torch.dtype, dense: torch.dtype) -> Layout:
     return Int8Layout(weight)
 
 
 def prepare_int8(weight: Int8Weight, dtype: torch.dtype | None = None, *,
-                 native_bf16: bool | None = None) -> CpuQuantWeight:
+                 native_bf16: bool | None = None,
+                 native_fp16: bool | None = None) -> CpuQuantWeight:
     """The int8 weight as it is (no copy), for `torch._int_mm`."""
-    prepared = _prepared("int8_linear", weight, _build_int8, None, native_bf16)
+    prepared = _prepared("int8_linear", weight, _build_int8, None, native_bf16, native_fp16)
     prepared.for_dtype(dtype or torch.float32)  # the same layout for every dtype
     return prepared
 
@@ -267,18 +298,18 @@ def int8_linear(x: torch.Tensor, weight: CpuQuantWeight,
 # fp8_linear
 
 
-def _build_fp8(weight: Fp8Weight, dtype: torch.dtype, native_bf16: bool) -> Layout:
-    dense = dense_dtype(dtype, native_bf16)
+def _build_fp8(weight: Fp8Weight, dtype: torch.dtype, dense: torch.dtype) -> Layout:
     what = "blocked float8" if weight.block is not None else "float8"
     _log_dense("fp8_linear", weight.shape, what, dense,
-               "torch._scaled_mm runs on the CPU but 10-60x slower than dense F.linear")
+               "torch._scaled_mm runs on the CPU but 3-40x slower than dense F.linear")
     return DenseLayout(weight.dequantize().to(dense))
 
 
 def prepare_fp8(weight: Fp8Weight, dtype: torch.dtype | None = None, *,
-                native_bf16: bool | None = None) -> CpuQuantWeight:
+                native_bf16: bool | None = None,
+                native_fp16: bool | None = None) -> CpuQuantWeight:
     """The weight dequantized (dense, in the activation dtype's dense dtype)."""
-    return _prepared("fp8_linear", weight, _build_fp8, dtype, native_bf16)
+    return _prepared("fp8_linear", weight, _build_fp8, dtype, native_bf16, native_fp16)
 
 
 def fp8_linear(x: torch.Tensor, weight: CpuQuantWeight,
@@ -355,24 +386,24 @@ def woq_dense_reason(weight: GroupQuantWeight, dtype: torch.dtype) -> str | None
                 f"(or multiples of 32), not {weight.group_size}")
     if dtype != torch.bfloat16:
         return (f"the CPU int4 kernel is scalar for {str(dtype).removeprefix('torch.')} "
-                "activations (10-40x slower than dense)")
+                "activations (9-80x slower than dense)")
     return None
 
 
-def _build_woq(weight: GroupQuantWeight, dtype: torch.dtype, native_bf16: bool) -> Layout:
+def _build_woq(weight: GroupQuantWeight, dtype: torch.dtype, dense: torch.dtype) -> Layout:
     reason = woq_dense_reason(weight, dtype)
     if reason is None:
         return _int4_layout(weight, dtype)
-    dense = dense_dtype(dtype, native_bf16)
     _log_dense("woq_linear", weight.shape, f"{weight.bits}-bit group-{weight.group_size}",
                dense, reason)
     return DenseLayout(weight.dequantize().to(dense))
 
 
 def prepare_woq(weight: GroupQuantWeight, dtype: torch.dtype | None = None, *,
-                native_bf16: bool | None = None) -> CpuQuantWeight:
+                native_bf16: bool | None = None,
+                native_fp16: bool | None = None) -> CpuQuantWeight:
     """4-bit groups packed for the int4 kernel (bfloat16 activations), else dense."""
-    return _prepared("woq_linear", weight, _build_woq, dtype, native_bf16)
+    return _prepared("woq_linear", weight, _build_woq, dtype, native_bf16, native_fp16)
 
 
 def woq_linear(x: torch.Tensor, weight: CpuQuantWeight,

@@ -72,25 +72,34 @@ def test_bf16_activations_path_by_capability(native_bf16: bool) -> None:
 
 
 @pytest.mark.parametrize(("env", "native"), [("0", False), ("1", True)])
-def test_env_overrides_detection(monkeypatch: pytest.MonkeyPatch, env: str,
-                                 native: bool) -> None:
-    monkeypatch.setenv(quant_ops.FAST_BF16_ENV, env)
-    assert quant_ops.fast_bf16() is native
-    x, w, _ = _inputs(2, 128, 32, BF16)
-    prepared = quant_ops.prepare_fp8(fp8_weight(w), BF16)  # no native_bf16: the detection
-    assert prepared.layout.weight.dtype == (BF16 if native else torch.float32)
+@pytest.mark.parametrize("dtype", [BF16, torch.float16], ids=str)
+def test_env_overrides_detection(monkeypatch: pytest.MonkeyPatch, env: str, native: bool,
+                                 dtype: torch.dtype) -> None:
+    variable, detect = ((quant_ops.FAST_BF16_ENV, quant_ops.fast_bf16) if dtype == BF16
+                        else (quant_ops.FAST_FP16_ENV, quant_ops.fast_fp16))
+    monkeypatch.setenv(variable, env)
+    assert detect() is native
+    x, w, bias = _inputs(2, 128, 32, dtype)
+    weight = fp8_weight(w)
+    prepared = quant_ops.prepare_fp8(weight, dtype)  # no native_*: the detection
+    assert prepared.layout.weight.dtype == (dtype if native else torch.float32)
+    _assert_matches("fp8_linear", quant_ops.fp8_linear(x, prepared, bias),
+                    ref_fp8(x, weight, bias))
 
 
+@pytest.mark.parametrize("native_fp16", [True, False], ids=["native-fp16", "no-fp16"])
 def test_float32_and_float16_activations_run_int4_weights_dense(
-        caplog: pytest.LogCaptureFixture) -> None:
-    """The int4 kernel is scalar for float32 / float16 activations: dense there, logged."""
+        caplog: pytest.LogCaptureFixture, native_fp16: bool) -> None:
+    """The int4 kernel is scalar for float32 / float16 activations: dense there, logged;
+    a float16 dense weight only where float16 matmuls are native, else float32."""
     for dtype in (torch.float32, torch.float16):
         x, w, bias = _inputs(3, 256, 48, dtype)
         weight = group_weight(w, 4, 128, True)
         with caplog.at_level(logging.INFO, logger=quant_ops.__name__):
-            prepared = quant_ops.prepare_woq(weight, dtype)
+            prepared = quant_ops.prepare_woq(weight, dtype, native_fp16=native_fp16)
         assert isinstance(prepared.layout, DenseLayout)
-        assert prepared.layout.weight.dtype == dtype
+        want_dtype = dtype if native_fp16 or dtype == torch.float32 else torch.float32
+        assert prepared.layout.weight.dtype == want_dtype
         assert f"scalar for {str(dtype).removeprefix('torch.')}" in caplog.text
         _assert_matches("woq_linear", quant_ops.woq_linear(x, prepared, bias),
                         ref_woq(x, weight, bias))
