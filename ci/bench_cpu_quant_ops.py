@@ -5,7 +5,8 @@
 Rows: SmolLM2-135M's linear shapes (576->1536, 1536->576, 576->576) and a larger one
 (2048->8192), at M = 1, 16 and 256 tokens. Columns (the activation dtype after the name):
   dense f32 / dense bf16  F.linear on a dense weight (bf16 is slow without native bf16);
-  int8 f32 / int8 bf16    int8_linear as provided: per-token int8 activations, torch._int_mm;
+  int8 f32 / int8 bf16    int8_linear as provided: per-token int8 activations, torch._int_mm
+                          (dense where _int_mm is not exact: CPUs without VNNI);
   i4 g32a bf16            woq_linear, 4-bit groups of 32 with offsets (GGUF Q4_1, AWQ-like):
                           the int4 kernel plus the zero-rounding correction;
   i4 g32s bf16            4-bit symmetric groups of 32 (GGUF Q4_0, GPTQ sym): kernel only;
@@ -124,6 +125,7 @@ def main() -> None:
     flush = None if args.hot else torch.zeros(FLUSH_BYTES // 4)
     print(f"torch {torch.__version__}, ATen CPU capability "
           f"{torch.backends.cpu.get_cpu_capability()}, native bf16: {native}, "
+          f"exact _int_mm: {quant_ops.int_mm_exact()}, "
           f"{args.threads} thread(s), caches {'warm' if args.hot else 'flushed'}; "
           "median microseconds per call")
     header = None

@@ -30,9 +30,7 @@ plugin = PlatformPlugin(
         *(KernelProvider(op, "cpu_native", f"{_OPS}:{op}", (PLATFORM,), priority=10)
           for op in CPU_DENSE_OPS),
         *(KernelProvider(op, "cpu_native", f"{_QUANT}:{op}", (PLATFORM,), priority=10,
-                         prepare=f"{_QUANT}:{_PREPARE[op]}",
-                         is_available=f"{_QUANT}:int8_available" if op == "int8_linear"
-                         else None)
+                         prepare=f"{_QUANT}:{_PREPARE[op]}")
           for op in CPU_QUANT_OPS),
     ],
 )

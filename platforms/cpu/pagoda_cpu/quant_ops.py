@@ -15,13 +15,16 @@ same machine under ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2, standing in
 Zen 3; the machine was shared, so numbers move by up to 2x between runs, not the ratios
 quoted here; 2048->8192 unless said):
 
-- int8 W8A8 (`int8_linear`): always `torch._int_mm` (exact int32 sums, the weight as a
-  transposed view of the int8 [N, K]: a contiguous [K, N] copy is 2-4x slower) after
-  quantizing the activations per token exactly as the reference does, scales applied in
-  float32. Zen 5: M=1 930 vs dense f32 3130 (bf16 2170), M=16 2680 vs 10050 (bf16 2910),
-  M=256 13200 vs 101000 (bf16 20200). AVX2: M=1 4060 vs 3230 (1.0-1.5x slower on the
-  SmolLM2 shapes too), M=16 6020 vs 10460, M=256 42800 vs 98800. Picking dense per M would
-  mean keeping a float32 copy (4x the memory) for a 1.25-1.5x gain at M=1 on AVX2 only.
+- int8 W8A8 (`int8_linear`): `torch._int_mm` (exact int32 sums; the weight as a transposed
+  view of the int8 [N, K]: a contiguous [K, N] copy is 2-4x slower) after quantizing the
+  activations per token exactly as the reference does, scales applied in float32. Zen 5:
+  M=1 930 vs dense f32 3130 (bf16 2170), M=16 2680 vs 10050 (bf16 2910), M=256 13200 vs
+  101000 (bf16 20200), at 1 byte a weight. But oneDNN runs it without VNNI (Zen 3, older
+  x86: AVX2, AVX-512 without VNNI) on vpmaddubsw, which saturates pairs of products in
+  int16: full-range inputs come out wrong by tens of thousands. `int_mm_exact` tries it
+  once on worst-case inputs; where it is not exact the layer runs dense (float32 weight
+  on such CPUs, the activations still rounded through int8). (Its speed on AVX2 would
+  not have paid anyway: M=1 4060 vs dense f32 3230.)
 - 4-bit groups (`woq_linear`: GPTQ, AWQ, compressed-tensors, GGUF Q4_0 / Q4_1):
   `_weight_int4pack_mm_for_cpu` for bfloat16 activations. Torch 2.13 accepts kernel groups
   of 32, 64, 128 and 256 with K a multiple of the group and N a multiple of 16: any group
@@ -60,6 +63,7 @@ quoted here; 2048->8192 unless said):
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 from collections.abc import Callable
@@ -209,7 +213,7 @@ class CpuQuantWeight:
     weight once that dtype is known (at prepare when given, else at the first call).
 
     After the first build the canonical weight is released. A call in another dtype then
-    reuses the layout as built: `_int_mm`'s is exact for every dtype; the int4 kernel's
+    reuses the layout as built: `_int_mm`'s serves every dtype alike; the int4 kernel's
     scales and a dense weight keep the precision of the dtype they were built in (exact
     when it is float32). That happens only when one prepared weight serves two model
     dtypes, so it is warned about, once per shape.
@@ -224,9 +228,9 @@ class CpuQuantWeight:
         self.layout: Layout | None = None
         self._source: object | None = source
         self._build = build
-        if isinstance(source, Fp8Weight):
-            self.input_scale = source.input_scale
-            self.block = source.block
+        static = getattr(source, "input_scale", None)
+        self.input_scale = None if static is None else static.float().reshape(1, 1)
+        self.block: tuple[int, int] | None = getattr(source, "block", None)
 
     def for_dtype(self, dtype: torch.dtype) -> Layout:
         if self.layout is None:
@@ -276,23 +280,55 @@ def _finish(y: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
 # int8_linear
 
 
+@functools.cache
+def int_mm_exact() -> bool:
+    """Whether `torch._int_mm` sums int8 products exactly on this CPU.
+
+    It does with VNNI (AVX512-VNNI, AVX-VNNI, AMX). Without (Zen 3 and older x86, which
+    oneDNN runs with vpmaddubsw: activations shifted to uint8, pairs of products summed
+    in saturating int16) full-range inputs come out wrong by thousands. So it is tried once
+    on worst-case inputs rather than trusted from the CPU flags.
+    """
+    if not hasattr(torch, "_int_mm"):
+        return False
+    gen = torch.Generator().manual_seed(0)
+    for m in (1, 33):  # a matrix-vector and a matrix-matrix kernel
+        a = torch.randint(-128, 128, (m, 256), generator=gen, dtype=torch.int8)
+        b = torch.randint(-127, 128, (48, 256), generator=gen, dtype=torch.int8)
+        a[0], b[0] = 127, 127
+        try:
+            got = torch._int_mm(a, b.t())
+        except RuntimeError:
+            return False
+        if not torch.equal(got.long(), a.long() @ b.long().t()):
+            return False
+    return True
+
+
 def _build_int8(weight: Int8Weight, dtype: torch.dtype, dense: torch.dtype) -> Layout:
-    return Int8Layout(weight)
+    if int_mm_exact():
+        return Int8Layout(weight)
+    _log_dense("int8_linear", weight.shape, "int8", dense,
+               "torch._int_mm does not sum int8 products exactly on this CPU (no VNNI)")
+    return DenseLayout(weight.dequantize().to(dense))
 
 
 def prepare_int8(weight: Int8Weight, dtype: torch.dtype | None = None, *,
                  native_bf16: bool | None = None,
                  native_fp16: bool | None = None) -> CpuQuantWeight:
-    """The int8 weight as it is (no copy), for `torch._int_mm`."""
-    prepared = _prepared("int8_linear", weight, _build_int8, None, native_bf16, native_fp16)
-    prepared.for_dtype(dtype or torch.float32)  # the same layout for every dtype
-    return prepared
+    """The int8 weight as it is (no copy) for `torch._int_mm`, or dense without VNNI."""
+    return _prepared("int8_linear", weight, _build_int8, dtype, native_bf16, native_fp16)
 
 
 def int8_linear(x: torch.Tensor, weight: CpuQuantWeight,
                 bias: torch.Tensor | None = None) -> torch.Tensor:
     flat = x.reshape(-1, x.shape[-1])
-    return _finish(weight.for_dtype(x.dtype).apply(flat, bias), x)
+    layout = weight.for_dtype(x.dtype)
+    if isinstance(layout, Int8Layout):
+        return _finish(layout.apply(flat, bias), x)
+    # dense: the activations rounded through int8 as the reference rounds them
+    scale = per_token_scale(flat, INT8_MAX) if weight.input_scale is None else weight.input_scale
+    return _finish(layout.apply(quantize_int8(flat, scale).float() * scale, bias), x)
 
 
 # fp8_linear
@@ -318,7 +354,7 @@ def fp8_linear(x: torch.Tensor, weight: CpuQuantWeight,
     flat = x.reshape(-1, x.shape[-1])
     group = weight.block[1] if weight.block is not None else None
     if weight.input_scale is not None:
-        scale = weight.input_scale.float().reshape(1, 1)
+        scale = weight.input_scale
     else:
         scale = per_token_scale(flat, FP8_MAX, group)
     xq = quantize_fp8(flat, scale, group).float()
@@ -411,6 +447,3 @@ def woq_linear(x: torch.Tensor, weight: CpuQuantWeight,
     flat = x.reshape(-1, x.shape[-1])
     return _finish(weight.for_dtype(x.dtype).apply(flat, bias), x)
 
-
-def int8_available() -> str | None:
-    return None if hasattr(torch, "_int_mm") else "torch._int_mm is missing"

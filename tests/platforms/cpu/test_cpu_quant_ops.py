@@ -5,6 +5,11 @@ weights said to stay quantized do."""
 from __future__ import annotations
 
 import logging
+import os
+import platform
+import subprocess
+import sys
+import textwrap
 
 import pytest
 import torch
@@ -68,7 +73,7 @@ def test_bf16_activations_path_by_capability(native_bf16: bool) -> None:
     prepared = quant_ops.prepare_int8(i8, native_bf16=native_bf16)
     _assert_matches("int8_linear", quant_ops.int8_linear(x, prepared, bias),
                     ref_int8(x, i8, bias))
-    assert isinstance(prepared.layout, Int8Layout)
+    assert isinstance(prepared.layout, Int8Layout if quant_ops.int_mm_exact() else DenseLayout)
 
 
 @pytest.mark.parametrize(("env", "native"), [("0", False), ("1", True)])
@@ -166,15 +171,61 @@ def test_zero_rounding_is_put_back_only_where_needed() -> None:
     assert not torch.allclose(quant_ops.woq_linear(ones, prepared).float(), want, rtol=0.5)
 
 
-def test_int8_weight_is_not_copied() -> None:
+def test_int8_weight_is_not_copied_where_int_mm_is_exact() -> None:
     x, w, bias = _inputs(3, 256, 48, torch.float32)
     weight = int8_weight(w)
-    prepared = quant_ops.prepare_int8(weight)
+    prepared = quant_ops.prepare_int8(weight, torch.float32)
+    _assert_matches("int8_linear", quant_ops.int8_linear(x, prepared, bias),
+                    ref_int8(x, weight, bias))
+    if not quant_ops.int_mm_exact():
+        assert isinstance(prepared.layout, DenseLayout)
+        return
+    assert isinstance(prepared.layout, Int8Layout)
     assert prepared.layout.weight_t.dtype == torch.int8
     assert prepared.layout.weight_t.data_ptr() == weight.weight.data_ptr()
     assert prepared.storage_bytes() == 48 * 256 + 48 * 4
-    _assert_matches("int8_linear", quant_ops.int8_linear(x, prepared, bias),
-                    ref_int8(x, weight, bias))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, BF16, torch.float16], ids=str)
+def test_int8_runs_dense_where_int_mm_is_not_exact(
+        monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture,
+        dtype: torch.dtype) -> None:
+    monkeypatch.setattr(quant_ops, "int_mm_exact", lambda: False)
+    x, w, bias = _inputs(5, 384, 40, dtype)
+    weight = int8_weight(w)
+    for static in (None, x.float().abs().amax() / 127 * 1.5):
+        case = type(weight)(weight.weight, weight.scale, static)
+        with caplog.at_level(logging.INFO, logger=quant_ops.__name__):
+            prepared = quant_ops.prepare_int8(case, native_bf16=True, native_fp16=True)
+            got = quant_ops.int8_linear(x, prepared, bias)
+        assert isinstance(prepared.layout, DenseLayout)
+        assert prepared.layout.weight.dtype == dtype
+        _assert_matches("int8_linear", got, ref_int8(x, case, bias))
+    assert "no VNNI" in caplog.text
+
+
+@pytest.mark.skipif(platform.machine() not in ("x86_64", "AMD64"), reason="oneDNN x86 ISAs")
+def test_int_mm_probe_catches_saturating_int8_kernels() -> None:
+    """oneDNN without VNNI (as on a Zen 3) saturates int8 sums: the probe must see it and
+    the provider still match the reference there."""
+    script = textwrap.dedent("""
+        import torch
+        from pagoda.testing import check_op
+        from pagoda_cpu import quant_ops
+        print("exact", quant_ops.int_mm_exact())
+        for dtype in (torch.float32, torch.bfloat16):
+            report = check_op("int8_linear", quant_ops.int8_linear, dtype,
+                              prepare=quant_ops.prepare_int8)
+            report.raise_for_failures()
+            print("checked", len(report.checked), len(report.skipped))
+    """)
+    env = {**os.environ, "ONEDNN_MAX_CPU_ISA": "AVX2"}
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.split("\n")
+    assert lines[0] == "exact False"
+    assert lines[1].startswith("checked ") and lines[1].endswith(" 0")
 
 
 def test_layout_is_built_for_the_first_dtype_and_serves_others(
