@@ -79,7 +79,8 @@ def columns(k: int, n: int,
     w = torch.randn(n, k, generator=gen) * k**-0.5
     bf16 = torch.bfloat16
     dense32, dense16 = w, w.to(bf16)
-    i8 = quant_ops.prepare_int8(int8_weight(w))
+    i8_32 = quant_ops.prepare_int8(int8_weight(w), torch.float32, native_bf16=native_bf16)
+    i8_16 = quant_ops.prepare_int8(int8_weight(w), bf16, native_bf16=native_bf16)
     i4a = quant_ops.prepare_woq(group_weight(w, 4, 32, False), bf16, native_bf16=native_bf16)
     i4s = quant_ops.prepare_woq(group_weight(w, 4, 32, True), bf16, native_bf16=native_bf16)
     fp8 = quant_ops.prepare_fp8(fp8_weight(w), bf16, native_bf16=native_bf16)
@@ -99,8 +100,8 @@ def columns(k: int, n: int,
     cols: dict[str, tuple[torch.dtype, Callable[[torch.Tensor], object]]] = {
         "dense f32": (f32, lambda x: F.linear(x, dense32)),
         "dense bf16": (bf16, lambda x: F.linear(x, dense16)),
-        "int8 f32": (f32, lambda x: quant_ops.int8_linear(x, i8)),
-        "int8 bf16": (bf16, lambda x: quant_ops.int8_linear(x, i8)),
+        "int8 f32": (f32, lambda x: quant_ops.int8_linear(x, i8_32)),
+        "int8 bf16": (bf16, lambda x: quant_ops.int8_linear(x, i8_16)),
         "i4 g32a bf16": (bf16, lambda x: quant_ops.woq_linear(x, i4a)),
         "i4 g32s bf16": (bf16, lambda x: quant_ops.woq_linear(x, i4s)),
         "fp8 bf16": (bf16, lambda x: quant_ops.fp8_linear(x, fp8)),

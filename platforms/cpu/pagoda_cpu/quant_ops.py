@@ -134,8 +134,8 @@ def _log_dense(op: str, shape: torch.Size, what: str, dtype: torch.dtype, why: s
                 op, what, shape[0], shape[1], str(dtype).removeprefix("torch."), why)
 
 
-# Layouts: what a prepared weight holds for one activation dtype. `apply(flat)` takes
-# x [T, K] and returns float32 or x-dtype [T, N] without the bias.
+# Layouts: what a prepared weight holds for one activation dtype. `apply(flat, bias)` takes
+# x [T, K] and returns x @ W^T + bias [T, N] in float32 or x's dtype (the op casts it).
 
 
 class DenseLayout:
