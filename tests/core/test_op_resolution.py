@@ -39,6 +39,18 @@ def test_table_calls_are_plain_functions() -> None:
         table.no_such_op  # noqa: B018
 
 
+def test_cpu_offers_every_quantized_linear_with_its_prepare() -> None:
+    from pagoda.plugins.specs import QUANT_OPS
+    from pagoda_cpu import quant_ops
+
+    table = OpTable("cpu", dtype=torch.bfloat16)
+    assert not table.missing
+    for op in QUANT_OPS:
+        assert table.providers[op] == "cpu/cpu_native"
+        assert getattr(table, op) is getattr(quant_ops, op)
+        assert table.prepare[op] is getattr(quant_ops, f"prepare_{op.split('_')[0]}")
+
+
 def _registries(*providers: KernelProvider) -> PluginRegistries:
     regs = PluginRegistries(manager=pluggy.PluginManager("pagoda"))
     for provider in providers:

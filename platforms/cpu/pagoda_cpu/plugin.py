@@ -6,10 +6,17 @@ from pagoda.plugins import AttentionBackendSpec, KernelProvider, PlatformPlugin
 from pagoda_cpu import __version__
 
 PLATFORM = "cpu"
-CPU_OPS = ("rms_norm", "fused_add_rms_norm", "silu_and_mul")
-"""The ops with a CPU-specific implementation; core's references serve the rest."""
+CPU_DENSE_OPS = ("rms_norm", "fused_add_rms_norm", "silu_and_mul")
+"""Core ops with a CPU-specific implementation; core's references serve the others."""
+CPU_QUANT_OPS = ("fp8_linear", "int8_linear", "woq_linear")
+"""The quantized linears, offered only through these providers (`pagoda_cpu.quant_ops`)."""
+CPU_OPS = CPU_DENSE_OPS + CPU_QUANT_OPS
+"""Every op the CPU provides itself (all as "cpu_native")."""
 TARGET_PLUGIN_API = 3  # the pagoda plugin API this package was built against
 _OPS = "pagoda_cpu.ops"
+_QUANT = "pagoda_cpu.quant_ops"
+_PREPARE = {"fp8_linear": "prepare_fp8", "int8_linear": "prepare_int8",
+            "woq_linear": "prepare_woq"}
 
 plugin = PlatformPlugin(
     PLATFORM, __version__, api_version=TARGET_PLUGIN_API, package="pagoda-cpu",
@@ -18,6 +25,11 @@ plugin = PlatformPlugin(
     probe="pagoda_cpu.host:probe", platform="pagoda_cpu.platform:CpuPlatform",
     attention_backends=[AttentionBackendSpec(
         "cpu_sdpa", "pagoda_cpu.attention:CpuSdpaAttentionBackend", (PLATFORM,), priority=10)],
-    kernel_providers=[KernelProvider(op, "cpu_native", f"{_OPS}:{op}", (PLATFORM,), priority=10)
-                      for op in CPU_OPS],
+    kernel_providers=[
+        *(KernelProvider(op, "cpu_native", f"{_OPS}:{op}", (PLATFORM,), priority=10)
+          for op in CPU_DENSE_OPS),
+        *(KernelProvider(op, "cpu_native", f"{_QUANT}:{op}", (PLATFORM,), priority=10,
+                         prepare=f"{_QUANT}:{_PREPARE[op]}")
+          for op in CPU_QUANT_OPS),
+    ],
 )

@@ -6,9 +6,10 @@ import pytest
 import torch
 
 from pagoda.ops import OPS
+from pagoda.plugins.specs import QUANT_OPS
 from pagoda.testing import DTYPES, ProviderEntry, check_kernel_provider, dtype_name
 from pagoda.testing import kernel_providers as registered
-from pagoda_cpu.plugin import CPU_OPS
+from pagoda_cpu.plugin import CPU_OPS, CPU_QUANT_OPS
 
 PROVIDERS = registered("cpu")
 
@@ -18,6 +19,8 @@ def test_registered_providers() -> None:
     expected = {(op, "core", "reference") for op, spec in OPS.items() if not spec.optional} | {
         (op, "cpu", "cpu_native") for op in CPU_OPS}
     assert found == expected
+    assert set(CPU_QUANT_OPS) == set(QUANT_OPS)  # every quantized linear, by the CPU itself
+    assert {e.op for e in PROVIDERS if e.plugin == "core"}.isdisjoint(QUANT_OPS)
     assert [e.plugin for e in PROVIDERS if e.op == "rms_norm"] == ["cpu", "core"]  # priority
 
 
