@@ -7,7 +7,8 @@ way); the weight is dequantized and the product accumulated in float32 (int8: ex
 
 A platform offers these ops only by registering a provider (core registers no fallback):
 a provider's `prepare(weight)` turns the canonical weight into its own layout once, at
-load, and its `impl(x, prepared, bias)` runs. The references' `prepare` is the identity.
+load (given the model's activation dtype), and its `impl(x, prepared, bias)` runs. The
+references' `prepare` is the identity.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from pagoda.quant.tensors import (
 )
 
 
-def prepare(weight: object) -> object:
+def prepare(weight: object, dtype: torch.dtype | None = None) -> object:
     """The references take the canonical weight as it is."""
     return weight
 

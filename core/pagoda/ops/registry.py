@@ -36,7 +36,7 @@ OPS: dict[str, OpSpec] = {name: OpSpec(name, getattr(reference, name), name in Q
                           for name in CORE_OPS}
 
 
-def _identity(weight: Any) -> Any:
+def _identity(weight: Any, dtype: Any = None) -> Any:
     return weight
 
 
@@ -105,7 +105,7 @@ class OpTable:
     def __init__(self, platform: str, regs: PluginRegistries | None = None, **static_args: Any):
         self.platform = platform
         self.providers: dict[str, str] = {}
-        self.prepare: dict[str, Callable[[Any], Any]] = {}
+        self.prepare: dict[str, Callable[..., Any]] = {}
         self.missing: dict[str, str] = {}
         forced = reference_ops_requested()
         for op in OPS:
@@ -124,7 +124,7 @@ class OpTable:
             self._set(op, load_target(entry.spec.impl), prepare,
                       f"{entry.plugin}/{entry.spec.name}")
 
-    def _set(self, op: str, impl: Callable[..., Any], prepare: Callable[[Any], Any],
+    def _set(self, op: str, impl: Callable[..., Any], prepare: Callable[..., Any],
              provider: str) -> None:
         setattr(self, op, impl)
         self.prepare[op] = prepare

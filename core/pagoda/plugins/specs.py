@@ -109,8 +109,9 @@ class KernelProvider:
     `impl` has the op's reference signature. `is_available()` (optional) returns None when the
     provider can run in this process, else the reason it cannot. `supports(**static_args)`
     (optional) says whether it handles the arguments known at setup (dtype, head size ...).
-    `prepare(weight)` (optional, quantized linears) turns the canonical quantized weight
-    into what `impl` takes in its place (a kernel's own layout), once per layer at load.
+    `prepare(weight, dtype)` (optional, quantized linears) turns the canonical quantized
+    weight into what `impl` takes in its place (a kernel's own layout) for activations of
+    `dtype` (the model's), once per layer at load.
     """
 
     op: str

@@ -78,7 +78,7 @@ class GGUFMethod(OpLinearMethod):
                                   layer.weight_offset.data, bits=next(iter(bits)))
         weight = in_model_dtype(weight, layer.dense_dtype)
         del layer.weight, layer.weight_scale, layer.weight_offset
-        layer.qweight = layer.quant_prepare(weight)
+        layer.qweight = layer.quant_prepare(weight, layer.dense_dtype)
 
     def apply(
         self, layer: nn.Module, x: torch.Tensor, bias: torch.Tensor | None = None

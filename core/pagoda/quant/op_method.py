@@ -56,7 +56,7 @@ class OpLinearMethod(QuantMethod):
         for name, _ in list(layer.named_parameters(recurse=False)):
             if name != "bias":
                 delattr(layer, name)
-        layer.qweight = layer.quant_prepare(weight)
+        layer.qweight = layer.quant_prepare(weight, layer.dense_dtype)
 
     def apply(
         self, layer: nn.Module, x: torch.Tensor, bias: torch.Tensor | None = None

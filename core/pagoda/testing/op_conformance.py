@@ -72,7 +72,7 @@ def check_op(
     seed: int = 0,
     unusable: Callable[..., str | None] | None = None,
     subject: str | None = None,
-    prepare: Callable[[Any], Any] | None = None,
+    prepare: Callable[..., Any] | None = None,
 ) -> ConformanceReport:
     """Run `impl` on every case of `op` in `dtype` and compare it to the reference.
 
@@ -94,7 +94,7 @@ def check_op(
         try:
             call = dict(used)
             if prepare is not None:
-                call["weight"] = prepare(call["weight"])
+                call["weight"] = prepare(call["weight"], dtype)
             got = _outputs(impl(*call.values()))
         except Exception as exc:
             tb = traceback.format_exc(limit=-3).rstrip().replace("\n", "\n    ")

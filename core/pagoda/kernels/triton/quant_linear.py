@@ -63,7 +63,7 @@ def _prepare_scaled(weight: Fp8Weight | Int8Weight, block: tuple[int, int] | Non
                         block)
 
 
-def prepare_fp8(weight: Fp8Weight) -> ScaledWeight:
+def prepare_fp8(weight: Fp8Weight, dtype: torch.dtype | None = None) -> ScaledWeight:
     """Row-major codes, float32 scales (contiguous); checks the block shape."""
     if weight.block is not None and not _block_ok(weight.block):
         raise ValueError(f"fp8 blocks {weight.block}: the kernels take bk a power of two "
@@ -71,11 +71,12 @@ def prepare_fp8(weight: Fp8Weight) -> ScaledWeight:
     return _prepare_scaled(weight, weight.block)
 
 
-def prepare_int8(weight: Int8Weight) -> ScaledWeight:
+def prepare_int8(weight: Int8Weight, dtype: torch.dtype | None = None) -> ScaledWeight:
     return _prepare_scaled(weight, None)
 
 
-def prepare_woq(weight: GroupQuantWeight) -> PackedGroupWeight:
+def prepare_woq(weight: GroupQuantWeight,
+                dtype: torch.dtype | None = None) -> PackedGroupWeight:
     """Codes packed into int32 words; scales and offsets contiguous, in their own type."""
     if weight.bits not in (4, 8) or weight.group_size not in WOQ_GROUPS:
         raise ValueError(f"{weight.bits}-bit codes in groups of {weight.group_size}: the "
