@@ -195,18 +195,18 @@ def test_batched_strided_and_empty_inputs(device: str) -> None:
 
 
 # Mutants: each prepares the weight wrongly in one way; conformance must catch it.
-def _no_offsets(weight: Any) -> PackedGroupWeight:
+def _no_offsets(weight: Any, dtype: Any = None) -> PackedGroupWeight:
     packed = ql.prepare_woq(weight)
     return dataclasses.replace(packed, offsets=torch.zeros_like(packed.offsets))
 
 
-def _scales_of_the_next_group(weight: Any) -> PackedGroupWeight:
+def _scales_of_the_next_group(weight: Any, dtype: Any = None) -> PackedGroupWeight:
     packed = ql.prepare_woq(weight)
     return dataclasses.replace(packed, scales=packed.scales.roll(1, dims=1),
                                offsets=packed.offsets.roll(1, dims=1))
 
 
-def _codes_in_natural_order(weight: Any) -> PackedGroupWeight:
+def _codes_in_natural_order(weight: Any, dtype: Any = None) -> PackedGroupWeight:
     packed = ql.prepare_woq(weight)
     per_word = 32 // weight.bits
     fields = weight.codes.reshape(weight.codes.shape[0], -1, per_word).to(torch.int64)
@@ -215,12 +215,12 @@ def _codes_in_natural_order(weight: Any) -> PackedGroupWeight:
     return dataclasses.replace(packed, words=words)
 
 
-def _fp8_blocks_of_the_next_k(weight: Any) -> ql.ScaledWeight:
+def _fp8_blocks_of_the_next_k(weight: Any, dtype: Any = None) -> ql.ScaledWeight:
     prepared = ql.prepare_fp8(weight)
     return dataclasses.replace(prepared, scale=prepared.scale.roll(1, dims=-1))
 
 
-def _int8_scales_of_the_next_row(weight: Any) -> ql.ScaledWeight:
+def _int8_scales_of_the_next_row(weight: Any, dtype: Any = None) -> ql.ScaledWeight:
     prepared = ql.prepare_int8(weight)
     return dataclasses.replace(prepared, scale=prepared.scale.roll(1))
 
