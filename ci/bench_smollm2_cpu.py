@@ -196,7 +196,9 @@ def main() -> None:
         PagodaRunner("pagoda (bfloat16, dequantized)", dtype="bfloat16"),
     ]
     if "quant" not in skip:
-        runners.append(PagodaRunner("pagoda (Q4 kept packed, int4 kernel)", quantization="gguf"))
+        # The CPU's int4 kernel takes bfloat16 activations (float32 ones would run dense).
+        runners.append(PagodaRunner("pagoda (Q4/Q8_0 kept, int4 kernel, bfloat16)",
+                                    quantization="gguf", dtype="bfloat16"))
     if "hf" not in skip:
         runners.append(HFRunner(path, torch.float32))
     if "llama.cpp" not in skip:
