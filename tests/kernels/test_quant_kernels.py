@@ -273,7 +273,7 @@ def test_registered_cuda_providers(dtype: torch.dtype) -> None:
 @pytest.mark.parametrize("op", OPS)
 @pytest.mark.parametrize("rows", [1, 4, 12, 64, 300])
 def test_torch_matmul_paths_and_8b_shapes(op: str, rows: int) -> None:
-    """Rows on every path (fused gemv, pre-quantized gemv, _scaled_mm / _int_mm, the
+    """Rows on every path (fused gemv, pre-quantized gemv, _scaled_mm, the
     gemms) at a Llama-3-8B shape (4096 -> 6144, 14336 -> 4096 for one row)."""
     for n, k in ((6144, 4096),) + (((4096, 14336),) if rows == 1 else ()):
         x, w, b = _operands(rows, rows, n, k)

@@ -10,8 +10,9 @@ per token and group of bk inputs for (bn, bk)-blocked weights):
   larger, blocked      activations quantized per group, then `_qgemm_kernel`
 int8_linear (int8 weights and activations, exact int32 sums):
   M <= GEMV_MAX_ROWS   `_qgemv_kernel`
-  larger               activations quantized once, then torch._int_mm (CUDA, K and N
-                       multiples of 8) and a scaling epilogue, else `_qgemm_kernel`
+  larger               activations quantized once, then `_qgemm_kernel` (on the H200 it
+                       beat torch._int_mm + a scaling epilogue by 1.6-1.8x at M = 1024
+                       on every 8B shape, ci/bench_quant_kernels.py)
 woq_linear (4- or 8-bit codes per group, x as it is):
   M <= WOQ_GEMV_ROWS   `_woq_gemv_kernel`, else `_woq_gemm_kernel`
 
@@ -27,7 +28,7 @@ from typing import Any
 import torch
 
 from pagoda.kernels.triton.common import rows
-from pagoda.kernels.triton.quant_prims import quantize_activations, scale_rows
+from pagoda.kernels.triton.quant_prims import quantize_activations
 from pagoda.kernels.triton.scaled_gemm import FUSED_MAX_ROWS, GEMV_MAX_ROWS, qgemm, qgemv
 from pagoda.kernels.triton.woq_gemm import GEMV_MAX_ROWS as WOQ_GEMV_ROWS
 from pagoda.kernels.triton.woq_gemm import PackedGroupWeight, pack, woq_gemm, woq_gemv
@@ -122,9 +123,6 @@ def _scaled_linear(x: torch.Tensor, w: ScaledWeight, bias: torch.Tensor | None,
     xq, xs = quantize_activations(x2, int8, static, group)
     if m <= GEMV_MAX_ROWS and not w.block:
         qgemv(out2, xq, xs, w.weight, w.scale, bias, x_mode=2)
-    elif int8 and _int_mm_ok(x2, m, k, n):
-        acc = torch._int_mm(xq, w.weight.t())
-        scale_rows(out2, acc, xs, w.scale, bias)
     elif not int8 and not w.block and _scaled_mm_ok(x2, k, n):
         out2.copy_(torch._scaled_mm(xq, w.weight.t(), scale_a=xs, scale_b=w.scale.view(1, n),
                                     out_dtype=x.dtype))
@@ -137,10 +135,6 @@ def _scaled_linear(x: torch.Tensor, w: ScaledWeight, bias: torch.Tensor | None,
 
 def _scaled_mm_ok(x2: torch.Tensor, k: int, n: int) -> bool:
     return (x2.is_cuda and x2.dtype in SCALED_MM_DTYPES and k % 16 == 0 and n % 16 == 0)
-
-
-def _int_mm_ok(x2: torch.Tensor, m: int, k: int, n: int) -> bool:
-    return x2.is_cuda and m > 16 and k % 8 == 0 and n % 8 == 0
 
 
 def fp8_linear(x: torch.Tensor, weight: ScaledWeight,
