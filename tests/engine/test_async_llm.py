@@ -78,9 +78,12 @@ def test_greedy_stream_matches_hf_and_the_sync_llm(engine, expected, model_dir):
         for i in range(3):
             outs = await _collect(engine, {"prompt_token_ids": PROMPTS[i]}, greedy(), f"seq{i}")
             assert [o.finished for o in outs] == [False] * (len(outs) - 1) + [True]
-            assert 1 < len(outs) <= NEW_TOKENS + 1  # streamed, never more than one per step
-            lengths = [len(o.outputs[0].token_ids) for o in outs]
-            assert lengths == sorted(lengths)  # cumulative
+            # Never more than one output a step; fewer when the reader merges the steps
+            # waiting in the pipe (a busy machine may deliver them all at once).
+            assert 1 <= len(outs) <= NEW_TOKENS + 1
+            tokens = [o.outputs[0].token_ids for o in outs]
+            assert all(b[: len(a)] == a and len(b) > len(a)
+                       for a, b in zip(tokens, tokens[1:]))  # cumulative, always growing
             final = outs[-1].outputs[0]
             assert final.token_ids == expected[i] and final.finish_reason == "length"
             assert final.text == sync[i].outputs[0].text

@@ -82,7 +82,7 @@ VARIANTS: list[tuple[str, Any, str, dict[str, Any], set[str]]] = [
     ("reduce splits", _reduce_splits_kernel, "*bf16",
      dict(NUM_SPLITS=8, SPLITS_PAD=8, HEAD_SIZE=128, HEAD_PAD=128), set()),
     ("write_kv_cache", _write_kv_cache_kernel, "*bf16",
-     dict(NUM_KV_HEADS=8, HEAD_SIZE=128, BLOCK_SIZE=16, HEADS_PAD=8, HEAD_PAD=128),
+     dict(NUM_KV_HEADS=8, HEAD_SIZE=128, BLOCK_SIZE=16, HEADS_PAD=8, HEAD_PAD=128, FP8=False),
      {"stride_cb"}),
     ("rms_norm", _rms_norm_kernel, "*bf16", dict(HAS_RESIDUAL=False, BLOCK=4096), set()),
     ("fused_add_rms_norm", _rms_norm_kernel, "*bf16", dict(HAS_RESIDUAL=True, BLOCK=8192), set()),

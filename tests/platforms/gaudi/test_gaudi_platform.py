@@ -150,8 +150,9 @@ def test_asking_for_gaudi_without_a_card_says_why() -> None:
 @needs_install
 @no_gaudi
 def test_ops_fall_back_to_the_references_without_the_sdk() -> None:
-    assert OpTable("gaudi", dtype=torch.bfloat16).providers == {op: "core/reference"
-                                                                for op in OPS}
+    # the quantized linears have no core fallback: not offered here at all
+    assert OpTable("gaudi", dtype=torch.bfloat16).providers == {
+        op: "core/reference" for op, spec in OPS.items() if not spec.optional}
 
 
 @needs_install

@@ -112,7 +112,8 @@ def test_asking_for_rocm_without_an_amd_gpu_says_why() -> None:
 @no_amd_gpu
 def test_ops_fall_back_to_the_references_without_an_amd_gpu() -> None:
     providers = OpTable("rocm", dtype=torch.bfloat16).providers
-    assert providers == {op: "core/reference" for op in OPS}
+    # the quantized linears have no core fallback: not offered here at all
+    assert providers == {op: "core/reference" for op, spec in OPS.items() if not spec.optional}
 
 
 @needs_install

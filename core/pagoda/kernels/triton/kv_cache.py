@@ -63,8 +63,8 @@ def _write_kv_cache_kernel(
     k_scale = 1.0
     v_scale = 1.0
     if FP8:
-        k_scale = tl.load(kv_scales_ptr)
-        v_scale = tl.load(kv_scales_ptr + 1)
+        k_scale = tl.load(kv_scales_ptr).to(tl.float32)
+        v_scale = tl.load(kv_scales_ptr + 1).to(tl.float32)
     heads = tl.arange(0, HEADS_PAD)[:, None]
     dims = tl.arange(0, HEAD_PAD)[None, :]
     ok = (heads < NUM_KV_HEADS) & (dims < HEAD_SIZE)
