@@ -43,6 +43,11 @@ def _scales(kv_cache: torch.Tensor,
     return kv_scales[0], kv_scales[1]
 
 
+def _bytes(t: torch.Tensor) -> torch.Tensor:
+    """An fp8 tensor as its bytes (torch before 2.10 cannot index float8 on the CPU)."""
+    return t.view(torch.uint8) if t.element_size() == 1 and t.is_floating_point() else t
+
+
 def write_kv_cache(
     key: torch.Tensor,
     value: torch.Tensor,
@@ -64,8 +69,9 @@ def write_kv_cache(
         key, value = key[keep].to(kv_cache.dtype), value[keep].to(kv_cache.dtype)
     else:
         key, value = quantize_fp8(key[keep], k_scale), quantize_fp8(value[keep], v_scale)
-    kv_cache[0, blocks, offsets] = key
-    kv_cache[1, blocks, offsets] = value
+    cache = _bytes(kv_cache)
+    cache[0, blocks, offsets] = _bytes(key)
+    cache[1, blocks, offsets] = _bytes(value)
 
 
 def paged_attention(
@@ -101,8 +107,10 @@ def paged_attention(
             continue
         num_blocks = -(-seq_len // block_size)
         blocks = block_tables[b, :num_blocks].long()
-        k = dequantize(kv_cache[0, blocks].flatten(0, 1)[:seq_len], k_scale)  # [S, K, D]
-        v = dequantize(kv_cache[1, blocks].flatten(0, 1)[:seq_len], v_scale)
+        cache = _bytes(kv_cache)
+        k = cache[0, blocks].flatten(0, 1)[:seq_len].view(kv_cache.dtype)  # [S, K, D]
+        v = cache[1, blocks].flatten(0, 1)[:seq_len].view(kv_cache.dtype)
+        k, v = dequantize(k, k_scale), dequantize(v, v_scale)
         k = k.repeat_interleave(group, dim=1)
         v = v.repeat_interleave(group, dim=1)
         scores = torch.einsum("qhd,shd->hqs", q, k) * scale
