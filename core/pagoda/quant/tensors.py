@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from typing import ClassVar
 
 import torch
 
@@ -59,6 +60,8 @@ class Int8Weight:
     weight: torch.Tensor
     scale: torch.Tensor
     input_scale: torch.Tensor | None = None
+    block: ClassVar[None] = None
+    """Never blocked (as an `Fp8Weight` may be): code serving both reads `block` alike."""
 
     @property
     def shape(self) -> torch.Size:

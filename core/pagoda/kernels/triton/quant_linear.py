@@ -21,8 +21,8 @@ Outputs are in x's type; the arithmetic in float32 (int32 for int8 products).
 
 from __future__ import annotations
 
+import dataclasses
 import math
-from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -41,27 +41,16 @@ MAX_BLOCK_K = 256
 WOQ_GROUPS = (16, 32, 64, 128, 256)
 
 
-@dataclass(frozen=True)
-class ScaledWeight:
-    """An fp8 or int8 weight in the kernels' layout: `weight` [N, K] row-major (float8
-    e4m3 or int8), `scale` float32 [N] or per (bn, bk) block, `input_scale` a float32
-    [1] tensor or None, `block` (bn, bk) or None."""
-
-    weight: torch.Tensor
-    scale: torch.Tensor
-    input_scale: torch.Tensor | None = None
-    block: tuple[int, int] | None = None
-
-    @property
-    def shape(self) -> torch.Size:
-        return self.weight.shape
+ScaledWeight = Fp8Weight | Int8Weight
+"""What the fp8 and int8 kernels take: the canonical weight, its tensors contiguous, the
+scales float32 and a static input scale a [1] tensor."""
 
 
-def _prepare_scaled(weight: Fp8Weight | Int8Weight, block: tuple[int, int] | None) -> ScaledWeight:
+def _prepare_scaled(weight: ScaledWeight) -> ScaledWeight:
     static = weight.input_scale
-    return ScaledWeight(weight.weight.contiguous(), weight.scale.float().contiguous(),
-                        static.float().reshape(1).contiguous() if static is not None else None,
-                        block)
+    return dataclasses.replace(
+        weight, weight=weight.weight.contiguous(), scale=weight.scale.float().contiguous(),
+        input_scale=static.float().reshape(1).contiguous() if static is not None else None)
 
 
 def prepare_fp8(weight: Fp8Weight, dtype: torch.dtype | None = None) -> ScaledWeight:
@@ -69,11 +58,11 @@ def prepare_fp8(weight: Fp8Weight, dtype: torch.dtype | None = None) -> ScaledWe
     if weight.block is not None and not _block_ok(weight.block):
         raise ValueError(f"fp8 blocks {weight.block}: the kernels take bk a power of two "
                          f"from 16 to {MAX_BLOCK_K}")
-    return _prepare_scaled(weight, weight.block)
+    return _prepare_scaled(weight)
 
 
 def prepare_int8(weight: Int8Weight, dtype: torch.dtype | None = None) -> ScaledWeight:
-    return _prepare_scaled(weight, None)
+    return _prepare_scaled(weight)
 
 
 def prepare_woq(weight: GroupQuantWeight,
