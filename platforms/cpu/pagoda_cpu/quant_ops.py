@@ -1,13 +1,10 @@
 """CPU providers of the quantized linears: `fp8_linear`, `int8_linear`, `woq_linear`.
 
-Each op's `prepare` turns the canonical weight (`pagoda.quant.tensors`) into a
-`CpuQuantWeight`; `impl(x, prepared, bias)` runs it. What a layer becomes depends on the
-weight and on the activation dtype, which the op table's `prepare(weight)` is not told:
-`prepare(weight, dtype)` builds the layout at once; without `dtype` it is built at the
-layer's first call, in that call's dtype, and the canonical weight is then released (a
-model runs in one dtype; a later call in another dtype runs on the layout as built, see
-`CpuQuantWeight`). Layers that run dequantized are logged at INFO, once per kind of
-weight, shape and reason (the log names no layer: prepare is not told which it is).
+Each op's `prepare(weight, dtype)` turns the canonical weight (`pagoda.quant.tensors`)
+into a `CpuQuantWeight` for activations of the model's `dtype` (its layout,
+`pagoda_cpu.quant_layouts`); `impl(x, prepared, bias)` runs it. Layers that run
+dequantized are logged at INFO, once per kind of weight, shape and reason (the log names
+no layer: prepare is not told which it is).
 
 Decisions, measured with `ci/bench_cpu_quant_ops.py` (torch 2.13, one thread, median
 microseconds, weights read from memory; "Zen 5" has AVX-512 and AVX512-BF16, "AVX2" is the
@@ -42,7 +39,7 @@ quoted here; 2048->8192 unless said):
   those dtypes' tolerances: for float32 and float16 activations the layer runs dense.
 - 8-bit groups (GGUF Q8_0): PyTorch has no CPU kernel with group scales
   (`_weight_int8pack_mm` has one scale per row), so the layer runs dense. An exact
-  alternative was measured (`split_int8_layout`): codes split into 4-bit halves,
+  alternative was measured (`ci/bench_cpu_quant_ops.py`, "q8 split"): codes split in halves,
   w = hi * 16s + lo * s + o, one int4 kernel call over 2K inputs, 1 byte a weight: Zen 5
   M=1 1400 vs dense bf16 2170, but M=16 8400 vs 2900 and M=256 123000 vs 20000, and on
   AVX2 slower than dense float32 at every M: not used.
@@ -67,9 +64,10 @@ import functools
 import logging
 import os
 from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
 
 import torch
-import torch.nn.functional as F
 
 from pagoda.quant.tensors import (
     FP8_MAX,
@@ -82,6 +80,15 @@ from pagoda.quant.tensors import (
     quantize_int8,
 )
 from pagoda_cpu.host import cpu_flags, has_fast_bf16
+from pagoda_cpu.quant_layouts import (
+    INT4_GROUPS,
+    DenseLayout,
+    Int4Layout,
+    Int8Layout,
+    Layout,
+    int4_kernel_group,
+    pack_int4,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -89,12 +96,6 @@ FAST_BF16_ENV = "PAGODA_CPU_FAST_BF16"
 """"1" or "0": whether to treat this CPU as having native bf16 matmuls (default: detect)."""
 FAST_FP16_ENV = "PAGODA_CPU_FAST_FP16"
 """"1" or "0": the same for float16 matmuls (AVX512-FP16 or AMX-FP16)."""
-
-INT4_GROUPS = (256, 128, 64, 32)
-"""The group sizes `_weight_int4pack_mm_for_cpu` accepts, largest first."""
-INT4_N_MULTIPLE = 16
-"""`_convert_weight_to_int4pack_for_cpu` wants the output rows in multiples of 16."""
-
 
 def _forced(env: str) -> bool | None:
     value = os.environ.get(env, "").strip()
@@ -134,143 +135,42 @@ def _log_dense(op: str, shape: torch.Size, what: str, dtype: torch.dtype, why: s
                 op, what, shape[0], shape[1], str(dtype).removeprefix("torch."), why)
 
 
-# Layouts: what a prepared weight holds for one activation dtype. `apply(flat, bias)` takes
-# x [T, K] and returns x @ W^T + bias [T, N] in float32 or x's dtype (the op casts it).
-
-
-class DenseLayout:
-    """The dequantized weight; the activations are cast to its dtype for the product."""
-
-    def __init__(self, weight: torch.Tensor):
-        self.weight = weight
-
-    def apply(self, flat: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
-        w = self.weight
-        b = None if bias is None else bias.to(w.dtype)
-        return F.linear(flat.to(w.dtype), w, b)
-
-
-class Int4Layout:
-    """`_weight_int4pack_mm_for_cpu`'s packed weight [N', K' / 2] (N' = N padded to 16;
-    K' = K, or 2K for an 8-bit weight split in two 4-bit halves) and its scales and zeros
-    [K' / group, N', 2] in the activation dtype (w = (q - 8) * scale + zero).
-
-    Rounding a zero to bfloat16 moves every weight of its group alike, which adds up over
-    the group's inputs (asymmetric groups: |zero| up to 8 scales); that error is put back:
-    `zero_residual` [G, N'] (G = K' / group) is what rounding took away, and x's sums over
-    each group times it are added to the output in float32 (one addmm: a bfloat16 mm of
-    one row costs ~18 us here, a float32 one ~3). It costs 4 bytes a group and output
-    (groups of 32: 1/8 byte a weight). Symmetric groups (zero 0) have none.
-    """
-
-    def __init__(self, packed: torch.Tensor, group: int, scales_and_zeros: torch.Tensor,
-                 n: int, halves: int = 1, dtype: torch.dtype = torch.bfloat16):
-        self.packed, self.group, self.n, self.halves = packed, group, n, halves
-        self.dtype = dtype
-        self.scales_and_zeros = scales_and_zeros.to(dtype)
-        residual = scales_and_zeros[..., 1].float() - self.scales_and_zeros[..., 1].float()
-        self.zero_residual = residual if bool(residual.any()) else None
-
-    def apply(self, flat: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
-        sz = self.scales_and_zeros
-        if flat.dtype != sz.dtype:  # only when one weight serves two model dtypes
-            sz = sz.to(flat.dtype)
-        xin = flat.contiguous() if self.halves == 1 else torch.cat([flat] * self.halves, 1)
-        y = torch.ops.aten._weight_int4pack_mm_for_cpu(xin, self.packed, self.group, sz)
-        if self.zero_residual is not None or bias is not None:
-            y = y.float()
-            if self.zero_residual is not None:
-                sums = xin.view(xin.shape[0], -1, self.group).sum(-1, dtype=torch.float32)
-                y = y.addmm_(sums, self.zero_residual)
-            if bias is not None:
-                y = y[:, : self.n] + bias.float()
-        return y[:, : self.n] if y.shape[1] != self.n else y
-
-
-class Int8Layout:
-    """The int8 weight as `torch._int_mm`'s right operand [K, N] (a transposed view), its
-    float32 row scales [1, N] and the static input scale [1, 1] if any."""
-
-    def __init__(self, weight: Int8Weight):
-        self.weight_t = weight.weight.t()
-        self.scale = weight.scale.float().reshape(1, -1)
-        self.input_scale = (None if weight.input_scale is None
-                            else weight.input_scale.float().reshape(1, 1))
-
-    def apply(self, flat: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
-        scale = (per_token_scale(flat, INT8_MAX) if self.input_scale is None
-                 else self.input_scale)
-        acc = torch._int_mm(quantize_int8(flat, scale), self.weight_t)
-        y = acc.float() * scale * self.scale
-        return y if bias is None else y + bias.float()
-
-
-Layout = DenseLayout | Int4Layout | Int8Layout
-
-
+@dataclass(frozen=True)
 class CpuQuantWeight:
-    """A prepared weight: its layout for the activation dtype, built from the canonical
-    weight once that dtype is known (at prepare when given, else at the first call).
+    """A prepared weight: its layout for the model's activation dtype, and what the ops
+    round activations with (FP8 and INT8: a static input scale, FP8 blocks)."""
 
-    After the first build the canonical weight is released. A call in another dtype then
-    reuses the layout as built: `_int_mm`'s serves every dtype alike; the int4 kernel's
-    scales and a dense weight keep the precision of the dtype they were built in (exact
-    when it is float32). That happens only when one prepared weight serves two model
-    dtypes, so it is warned about, once per shape.
-    """
-
-    def __init__(self, op: str, source: Fp8Weight | Int8Weight | GroupQuantWeight,
-                 build: Callable[[object, torch.dtype, torch.dtype], Layout],
-                 dense: dict[torch.dtype, torch.dtype]):
-        self.op, self.shape = op, source.shape
-        self.dense_dtypes = dense
-        self.dtype: torch.dtype | None = None
-        self.layout: Layout | None = None
-        self._source: object | None = source
-        self._build = build
-        static = getattr(source, "input_scale", None)
-        self.input_scale = None if static is None else static.float().reshape(1, 1)
-        self.block: tuple[int, int] | None = getattr(source, "block", None)
-
-    def for_dtype(self, dtype: torch.dtype) -> Layout:
-        if self.layout is None:
-            dense = self.dense_dtypes.get(dtype, torch.float32)
-            self.layout = self._build(self._source, dtype, dense)
-            self.dtype, self._source = dtype, None
-        elif dtype != self.dtype and not isinstance(self.layout, Int8Layout):
-            key = (self.op, "redtype", tuple(self.shape), self.dtype, dtype)
-            if key not in _logged:
-                _logged.add(key)
-                logger.warning("%s: a weight prepared for %s activations is called with %s "
-                               "ones; its layout is used as built (%s)", self.op,
-                               self.dtype, dtype, type(self.layout).__name__)
-        return self.layout
+    layout: Layout
+    input_scale: torch.Tensor | None = None
+    block: tuple[int, int] | None = None
 
     def storage_bytes(self) -> int:
-        """Bytes the built layout holds (0 before it is built)."""
-        if self.layout is None:
-            return 0
-        if isinstance(self.layout, DenseLayout):
-            tensors = [self.layout.weight]
-        elif isinstance(self.layout, Int4Layout):
-            tensors = [self.layout.packed, self.layout.scales_and_zeros]
-            if self.layout.zero_residual is not None:
-                tensors.append(self.layout.zero_residual)
+        """Bytes the layout holds."""
+        layout = self.layout
+        if isinstance(layout, DenseLayout):
+            tensors = [layout.weight]
+        elif isinstance(layout, Int4Layout):
+            tensors = [layout.packed, layout.scales_and_zeros]
+            if layout.zero_residual is not None:
+                tensors.append(layout.zero_residual)
         else:
-            tensors = [self.layout.weight_t, self.layout.scale]
+            tensors = [layout.weight_t, layout.scale]
         return sum(t.untyped_storage().nbytes() for t in tensors)
 
 
-def _prepared(op: str, weight: object,
-              build: Callable[[object, torch.dtype, torch.dtype], Layout],
-              dtype: torch.dtype | None, native_bf16: bool | None,
+Build = Callable[[Any, torch.dtype, torch.dtype], Layout]
+"""(canonical weight, activation dtype, dense weight dtype) -> its layout."""
+
+
+def _prepared(weight: Fp8Weight | Int8Weight | GroupQuantWeight, build: Build,
+              dtype: torch.dtype, native_bf16: bool | None,
               native_fp16: bool | None) -> CpuQuantWeight:
     dense = dense_dtypes(fast_bf16() if native_bf16 is None else native_bf16,
                          fast_fp16() if native_fp16 is None else native_fp16)
-    prepared = CpuQuantWeight(op, weight, build, dense)  # type: ignore[arg-type]
-    if dtype is not None:
-        prepared.for_dtype(dtype)
-    return prepared
+    static = getattr(weight, "input_scale", None)
+    return CpuQuantWeight(build(weight, dtype, dense.get(dtype, torch.float32)),
+                          None if static is None else static.float().reshape(1, 1),
+                          getattr(weight, "block", None))
 
 
 def _finish(y: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
@@ -313,17 +213,17 @@ def _build_int8(weight: Int8Weight, dtype: torch.dtype, dense: torch.dtype) -> L
     return DenseLayout(weight.dequantize().to(dense))
 
 
-def prepare_int8(weight: Int8Weight, dtype: torch.dtype | None = None, *,
+def prepare_int8(weight: Int8Weight, dtype: torch.dtype, *,
                  native_bf16: bool | None = None,
                  native_fp16: bool | None = None) -> CpuQuantWeight:
     """The int8 weight as it is (no copy) for `torch._int_mm`, or dense without VNNI."""
-    return _prepared("int8_linear", weight, _build_int8, dtype, native_bf16, native_fp16)
+    return _prepared(weight, _build_int8, dtype, native_bf16, native_fp16)
 
 
 def int8_linear(x: torch.Tensor, weight: CpuQuantWeight,
                 bias: torch.Tensor | None = None) -> torch.Tensor:
     flat = x.reshape(-1, x.shape[-1])
-    layout = weight.for_dtype(x.dtype)
+    layout = weight.layout
     if isinstance(layout, Int8Layout):
         return _finish(layout.apply(flat, bias), x)
     # dense: the activations rounded through int8 as the reference rounds them
@@ -341,11 +241,11 @@ def _build_fp8(weight: Fp8Weight, dtype: torch.dtype, dense: torch.dtype) -> Lay
     return DenseLayout(weight.dequantize().to(dense))
 
 
-def prepare_fp8(weight: Fp8Weight, dtype: torch.dtype | None = None, *,
+def prepare_fp8(weight: Fp8Weight, dtype: torch.dtype, *,
                 native_bf16: bool | None = None,
                 native_fp16: bool | None = None) -> CpuQuantWeight:
     """The weight dequantized (dense, in the activation dtype's dense dtype)."""
-    return _prepared("fp8_linear", weight, _build_fp8, dtype, native_bf16, native_fp16)
+    return _prepared(weight, _build_fp8, dtype, native_bf16, native_fp16)
 
 
 def fp8_linear(x: torch.Tensor, weight: CpuQuantWeight,
@@ -360,57 +260,16 @@ def fp8_linear(x: torch.Tensor, weight: CpuQuantWeight,
     xq = quantize_fp8(flat, scale, group).float()
     if group is not None and scale.shape[1] > 1:
         scale = scale.repeat_interleave(group, dim=1)[:, : flat.shape[1]]
-    layout = weight.for_dtype(x.dtype)
+    layout = weight.layout
     return _finish(layout.apply(xq * scale, bias), x)
 
 
 # woq_linear
 
 
-def int4_kernel_group(group_size: int) -> int | None:
-    """The largest kernel group size that divides `group_size` (None: none does)."""
-    if not hasattr(torch.ops.aten, "_weight_int4pack_mm_for_cpu"):
-        return None
-    return next((g for g in INT4_GROUPS if group_size % g == 0), None)
-
-
-def pack_int4(codes: torch.Tensor, scales: torch.Tensor, zeros: torch.Tensor,
-              group_size: int, dtype: torch.dtype = torch.bfloat16) -> Int4Layout:
-    """4-bit codes [N, K] with the kernel's scales and zeros [N, K / group_size]
-    (w = (q - 8) * scale + zero) as an `Int4Layout`."""
-    kernel_group = int4_kernel_group(group_size)
-    assert kernel_group is not None
-    repeat = group_size // kernel_group
-    scales = scales.float().repeat_interleave(repeat, 1)
-    zeros = zeros.float().repeat_interleave(repeat, 1)
-    n = codes.shape[0]
-    pad = -n % INT4_N_MULTIPLE
-    codes = codes.to(torch.int32)
-    if pad:  # rows of zero weights (scale and zero 0), cut from the output
-        codes = F.pad(codes, (0, 0, 0, pad))
-        scales, zeros = F.pad(scales, (0, 0, 0, pad)), F.pad(zeros, (0, 0, 0, pad))
-    packed = torch.ops.aten._convert_weight_to_int4pack_for_cpu(codes, 1)
-    scales_and_zeros = torch.stack([scales, zeros], dim=-1).transpose(0, 1).contiguous()
-    return Int4Layout(packed, kernel_group, scales_and_zeros, n, dtype=dtype)
-
-
 def _int4_layout(weight: GroupQuantWeight, dtype: torch.dtype) -> Int4Layout:
     scales, offsets = weight.scales.float(), weight.offsets.float()
     return pack_int4(weight.codes, scales, offsets + 8 * scales, weight.group_size, dtype)
-
-
-def split_int8_layout(weight: GroupQuantWeight,
-                      dtype: torch.dtype = torch.bfloat16) -> Int4Layout:
-    """An 8-bit weight exactly as two 4-bit halves over 2K inputs (x repeated):
-    w = c * s + o = hi * 16s + lo * s + o, c = 16 hi + lo; the kernel's zero is o + 128s
-    for the high half (w_hi = (hi - 8) * 16s + zero) and 8s for the low one.
-    Measured, not used by default (see the module docstring)."""
-    s, o = weight.scales.float(), weight.offsets.float()
-    codes = torch.cat([weight.codes >> 4, weight.codes & 15], dim=1)
-    layout = pack_int4(codes, torch.cat([16 * s, s], 1), torch.cat([o + 128 * s, 8 * s], 1),
-                       weight.group_size, dtype)
-    layout.halves = 2
-    return layout
 
 
 def woq_dense_reason(weight: GroupQuantWeight, dtype: torch.dtype) -> str | None:
@@ -435,15 +294,15 @@ def _build_woq(weight: GroupQuantWeight, dtype: torch.dtype, dense: torch.dtype)
     return DenseLayout(weight.dequantize().to(dense))
 
 
-def prepare_woq(weight: GroupQuantWeight, dtype: torch.dtype | None = None, *,
+def prepare_woq(weight: GroupQuantWeight, dtype: torch.dtype, *,
                 native_bf16: bool | None = None,
                 native_fp16: bool | None = None) -> CpuQuantWeight:
     """4-bit groups packed for the int4 kernel (bfloat16 activations), else dense."""
-    return _prepared("woq_linear", weight, _build_woq, dtype, native_bf16, native_fp16)
+    return _prepared(weight, _build_woq, dtype, native_bf16, native_fp16)
 
 
 def woq_linear(x: torch.Tensor, weight: CpuQuantWeight,
                bias: torch.Tensor | None = None) -> torch.Tensor:
     flat = x.reshape(-1, x.shape[-1])
-    return _finish(weight.for_dtype(x.dtype).apply(flat, bias), x)
+    return _finish(weight.layout.apply(flat, bias), x)
 

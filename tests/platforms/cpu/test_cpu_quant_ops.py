@@ -21,7 +21,7 @@ from pagoda.quant.rtn import fp8_weight, group_weight, int8_weight
 from pagoda.quant.tensors import GroupQuantWeight
 from pagoda.testing.tolerances import mismatch, op_tolerance
 from pagoda_cpu import quant_ops
-from pagoda_cpu.quant_ops import DenseLayout, Int4Layout, Int8Layout
+from pagoda_cpu.quant_layouts import DenseLayout, Int4Layout, Int8Layout
 
 BF16 = torch.bfloat16
 
@@ -52,25 +52,25 @@ def test_bf16_activations_path_by_capability(native_bf16: bool) -> None:
     dense = BF16 if native_bf16 else torch.float32
 
     i4 = group_weight(w, 4, 32, False)
-    prepared = quant_ops.prepare_woq(i4, native_bf16=native_bf16)
+    prepared = quant_ops.prepare_woq(i4, BF16, native_bf16=native_bf16)
     _assert_matches("woq_linear", quant_ops.woq_linear(x, prepared, bias), ref_woq(x, i4, bias))
     assert isinstance(prepared.layout, Int4Layout)
 
     q8 = group_weight(w, 8, 32, True)
-    prepared = quant_ops.prepare_woq(q8, native_bf16=native_bf16)
+    prepared = quant_ops.prepare_woq(q8, BF16, native_bf16=native_bf16)
     _assert_matches("woq_linear", quant_ops.woq_linear(x, prepared, bias), ref_woq(x, q8, bias))
     assert isinstance(prepared.layout, DenseLayout) and prepared.layout.weight.dtype == dense
 
     for block in (None, (128, 128)):
         f8 = fp8_weight(w, block)
-        prepared = quant_ops.prepare_fp8(f8, native_bf16=native_bf16)
+        prepared = quant_ops.prepare_fp8(f8, BF16, native_bf16=native_bf16)
         _assert_matches("fp8_linear", quant_ops.fp8_linear(x, prepared, bias),
                         ref_fp8(x, f8, bias))
         assert isinstance(prepared.layout, DenseLayout)
         assert prepared.layout.weight.dtype == dense
 
     i8 = int8_weight(w)
-    prepared = quant_ops.prepare_int8(i8, native_bf16=native_bf16)
+    prepared = quant_ops.prepare_int8(i8, BF16, native_bf16=native_bf16)
     _assert_matches("int8_linear", quant_ops.int8_linear(x, prepared, bias),
                     ref_int8(x, i8, bias))
     assert isinstance(prepared.layout, Int8Layout if quant_ops.int_mm_exact() else DenseLayout)
@@ -115,10 +115,9 @@ def test_unsupported_groups_fall_back_dense_and_say_so_once(
     x, w, bias = _inputs(4, 256, 48, BF16)
     weight = group_weight(w, 4, 16, False)  # the kernel's smallest group is 32
     with caplog.at_level(logging.INFO, logger=quant_ops.__name__):
-        prepared = quant_ops.prepare_woq(weight)
-        assert not caplog.records  # the activation dtype is not known yet: nothing built
+        prepared = quant_ops.prepare_woq(weight, BF16)
         out = quant_ops.woq_linear(x, prepared, bias)
-        quant_ops.woq_linear(x, quant_ops.prepare_woq(weight), bias)  # same shape: no repeat
+        quant_ops.prepare_woq(weight, BF16)  # same shape: no repeat
     _assert_matches("woq_linear", out, ref_woq(x, weight, bias))
     assert isinstance(prepared.layout, DenseLayout)
     [record] = caplog.records
@@ -196,7 +195,7 @@ def test_int8_runs_dense_where_int_mm_is_not_exact(
     for static in (None, x.float().abs().amax() / 127 * 1.5):
         case = type(weight)(weight.weight, weight.scale, static)
         with caplog.at_level(logging.INFO, logger=quant_ops.__name__):
-            prepared = quant_ops.prepare_int8(case, native_bf16=True, native_fp16=True)
+            prepared = quant_ops.prepare_int8(case, dtype, native_bf16=True, native_fp16=True)
             got = quant_ops.int8_linear(x, prepared, bias)
         assert isinstance(prepared.layout, DenseLayout)
         assert prepared.layout.weight.dtype == dtype
@@ -228,32 +227,16 @@ def test_int_mm_probe_catches_saturating_int8_kernels() -> None:
     assert lines[1].startswith("checked ") and lines[1].endswith(" 0")
 
 
-def test_layout_is_built_for_the_first_dtype_and_serves_others(
-        caplog: pytest.LogCaptureFixture) -> None:
+def test_a_prepared_weight_serves_another_activation_dtype() -> None:
+    """Prepared for bfloat16, called with float32 (and a float32 dense weight with
+    bfloat16): the layout as built, cast for the call, still means the same."""
     x, w, bias = _inputs(2, 256, 32, BF16)
     i4 = group_weight(w, 4, 64, True)
-    prepared = quant_ops.prepare_woq(i4)
-    assert prepared.layout is None and prepared.storage_bytes() == 0
-    quant_ops.woq_linear(x, prepared, bias)
-    assert isinstance(prepared.layout, Int4Layout) and prepared._source is None
-    x32 = x.float()  # the kernel takes float32, with the scales as built (bfloat16)
-    with caplog.at_level(logging.WARNING, logger=quant_ops.__name__):
-        got = quant_ops.woq_linear(x32, prepared, bias.float())
-    assert "prepared for torch.bfloat16 activations is called with torch.float32" in caplog.text
+    prepared = quant_ops.prepare_woq(i4, BF16)
+    assert isinstance(prepared.layout, Int4Layout)
+    got = quant_ops.woq_linear(x.float(), prepared, bias.float())
     assert got.dtype == torch.float32
     _assert_matches("woq_linear", got.to(BF16), ref_woq(x, i4, bias))
     dense = quant_ops.prepare_fp8(fp8_weight(w), torch.float32)
-    with caplog.at_level(logging.WARNING, logger=quant_ops.__name__):
-        got = quant_ops.fp8_linear(x, dense, bias)  # a float32 weight serves bf16 exactly
-    assert "called with torch.bfloat16" in caplog.text
+    got = quant_ops.fp8_linear(x, dense, bias)  # a float32 weight serves bf16 exactly
     _assert_matches("fp8_linear", got, ref_fp8(x, fp8_weight(w), bias))
-
-
-def test_split_int8_layout_is_exact() -> None:
-    """The measured alternative for 8-bit groups (not used by default) means the same."""
-    x, w, bias = _inputs(4, 256, 48, BF16)
-    weight = group_weight(w, 8, 32, True)
-    layout = quant_ops.split_int8_layout(weight, BF16)
-    assert layout.packed.untyped_storage().nbytes() == 48 * 256  # two halves of 4 bits
-    got = layout.apply(x, bias).to(BF16)
-    _assert_matches("woq_linear", got, ref_woq(x, weight, bias))
