@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import platform
 
@@ -28,16 +29,18 @@ def core_count() -> int:
         return os.cpu_count() or 1
 
 
-def cpu_flags() -> set[str]:
-    """Instruction-set flags ("flags" on x86, "Features" on Arm) from /proc/cpuinfo."""
+@functools.cache
+def cpu_flags() -> frozenset[str]:
+    """Instruction-set flags ("flags" on x86, "Features" on Arm) from /proc/cpuinfo, read
+    once per process (every quantized layer's preparation asks)."""
     try:
         with open("/proc/cpuinfo") as f:
             for line in f:
                 if line.startswith(("flags", "Features")):
-                    return set(line.split(":", 1)[1].split())
+                    return frozenset(line.split(":", 1)[1].split())
     except OSError:
         pass
-    return set()
+    return frozenset()
 
 
 def has_fast_bf16() -> bool:
