@@ -50,3 +50,16 @@ def rows(x: torch.Tensor, width: int) -> torch.Tensor:
 def unit_last_stride(x: torch.Tensor) -> torch.Tensor:
     """`x` itself when its last dim is contiguous, else a contiguous copy."""
     return x if x.stride(-1) == 1 else x.contiguous()
+
+
+@triton.jit
+def grouped_tile(pid, M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                 GROUP_M: tl.constexpr):
+    """(row tile, column tile) of program `pid` of a tiled GEMM, programs running down
+    groups of GROUP_M row tiles column by column, so that neighbouring programs share
+    weight tiles in L2."""
+    tiles_m = tl.cdiv(M, BLOCK_M)
+    width = GROUP_M * tl.cdiv(N, BLOCK_N)
+    first_m = (pid // width) * GROUP_M
+    rows_here = tl.minimum(tiles_m - first_m, GROUP_M)
+    return first_m + (pid % width) % rows_here, (pid % width) // rows_here

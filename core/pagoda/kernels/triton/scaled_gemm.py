@@ -31,7 +31,7 @@ import torch
 import triton
 import triton.language as tl
 
-from pagoda.kernels.triton.common import interpreted, parallel_units, pow2
+from pagoda.kernels.triton.common import grouped_tile, interpreted, parallel_units, pow2
 from pagoda.kernels.triton.gemv import SUM_BLOCK, _sum_splits_kernel, num_k_splits
 from pagoda.kernels.triton.quant_prims import MIN_SCALE_C, quantize_fp8, round_int8
 
@@ -218,13 +218,7 @@ def _qgemm_kernel(
     """One [BLOCK_M, BLOCK_N] tile of the output from codes xq [M, K] with scales xs
     ([M, 1], or [M, K / BLOCK_K] when X_GROUPED). Tiles run in groups of GROUP_M row
     tiles, so that neighbouring programs share weight tiles in L2."""
-    pid = tl.program_id(0)
-    tiles_m = tl.cdiv(M, BLOCK_M)
-    width = GROUP_M * tl.cdiv(N, BLOCK_N)
-    first_m = (pid // width) * GROUP_M
-    rows_here = tl.minimum(tiles_m - first_m, GROUP_M)
-    pid_m = first_m + (pid % width) % rows_here
-    pid_n = (pid % width) // rows_here
+    pid_m, pid_n = grouped_tile(tl.program_id(0), M, N, BLOCK_M, BLOCK_N, GROUP_M)
     m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     k = tl.arange(0, BLOCK_K)

@@ -27,7 +27,7 @@ import torch
 import triton
 import triton.language as tl
 
-from pagoda.kernels.triton.common import dot_dtype, parallel_units, pow2
+from pagoda.kernels.triton.common import dot_dtype, grouped_tile, parallel_units, pow2
 from pagoda.kernels.triton.gemv import SUM_BLOCK, _sum_splits_kernel, num_k_splits
 from pagoda.kernels.triton.quant_prims import pack_codes, unpack_codes
 from pagoda.quant.tensors import GroupQuantWeight
@@ -174,13 +174,7 @@ def _woq_gemm_kernel(
     groups of GROUP_M row tiles, as in `scaled_gemm._qgemm_kernel`."""
     PACK: tl.constexpr = 32 // BITS
     GROUPS: tl.constexpr = BLOCK_K // GROUP
-    pid = tl.program_id(0)
-    tiles_m = tl.cdiv(M, BLOCK_M)
-    width = GROUP_M * tl.cdiv(N, BLOCK_N)
-    first_m = (pid // width) * GROUP_M
-    rows_here = tl.minimum(tiles_m - first_m, GROUP_M)
-    pid_m = first_m + (pid % width) % rows_here
-    pid_n = (pid % width) // rows_here
+    pid_m, pid_n = grouped_tile(tl.program_id(0), M, N, BLOCK_M, BLOCK_N, GROUP_M)
     m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     j = tl.arange(0, BLOCK_K // PACK)
