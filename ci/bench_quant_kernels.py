@@ -6,8 +6,9 @@ Llama-3-8B's matmul shapes, on one GPU; prints a table, writes JSON.
     (or: bash ci/gpu.sh quantbench [same arguments])
 
 Every path of every op is timed where it applies: "auto" (what the provider runs for that
-many rows) and each kernel on its own (the Triton gemv's register and tl.dot paths, the
-Triton gemm, torch._scaled_mm and torch._int_mm after the activation-quantization kernel).
+many rows) and each kernel on its own (the one-row FP8 kernel's tiles (`row_gemv`), the Triton
+gemv's register and tl.dot paths, the Triton gemm, torch._scaled_mm and torch._int_mm after
+the activation-quantization kernel).
 Times are CUDA-graph replays of at least CALLS launches cycling through enough copies of
 the weight to overflow L2 several times (so every launch streams its weight from HBM, as a
 model's layers do), median of REPLAYS, as ci/gemv_bench.py does. TB/s is weight bytes
@@ -40,6 +41,10 @@ from pagoda.kernels.triton import quant_linear as ql  # noqa: E402
 from pagoda.kernels.triton.common import parallel_units  # noqa: E402
 from pagoda.kernels.triton.gemv import num_k_splits  # noqa: E402
 from pagoda.kernels.triton.quant_prims import quantize_activations, scale_rows  # noqa: E402
+from pagoda.kernels.triton.row_gemv import (  # noqa: E402
+    RowGemvPlan,
+    fp8_row_gemv,
+)
 from pagoda.kernels.triton.scaled_gemm import QGemvPlan, qgemm, qgemv  # noqa: E402
 from pagoda.kernels.triton.woq_gemm import WoqGemvPlan, woq_gemm, woq_gemv  # noqa: E402
 from pagoda.ops import quant_reference  # noqa: E402
@@ -110,6 +115,25 @@ def _woq(kernel: Callable[..., torch.Tensor], plan: Any = None
     return call
 
 
+ROW_TILES = ((8, 1024), (16, 512), (32, 256), (64, 128), (16, 1024), (32, 512), (64, 256),
+             (128, 128))
+"""(weight rows, K) tiles of the one-row FP8 kernel tried at one row (4 warps: 8 were slower
+on every 8B shape on the H200)."""
+
+
+def _row_plans(n: int, k: int, units: int) -> list[RowGemvPlan]:
+    return [RowGemvPlan(bn, bk, num_k_splits(triton.cdiv(n, bn), k, units))
+            for bn, bk in ROW_TILES if bk <= k]
+
+
+def _fp8_row(plan: RowGemvPlan) -> Callable[[torch.Tensor, Any], torch.Tensor]:
+    def call(x: torch.Tensor, w: ql.ScaledWeight) -> torch.Tensor:
+        out = torch.empty(1, w.shape[0], dtype=x.dtype, device=x.device)
+        return fp8_row_gemv(out, x, None, w.weight, w.scale, None, plan)
+    return call
+
+
+
 def paths(op: str, m: int, n: int, k: int, units: int) -> dict[str, Callable[..., Any]]:
     """Name -> call(x, prepared weight) of every path that applies to `op` at m rows."""
     fma_splits = num_k_splits(triton.cdiv(n, 8), k, units)
@@ -129,6 +153,9 @@ def paths(op: str, m: int, n: int, k: int, units: int) -> dict[str, Callable[...
         found["gemv dot"] = _gemv(None)
     if m <= 4 and op != "fp8-block":
         found["gemv fma"] = _gemv(fma)
+    if m == 1 and op == "fp8":
+        for plan in _row_plans(n, k, units):
+            found[plan.label] = _fp8_row(plan)
     if op == "fp8" and k % 16 == 0 and n % 16 == 0:
         found["scaled_mm"] = _scaled_mm
     if op == "int8" and m > 16:

@@ -16,6 +16,7 @@ from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 
 from pagoda.kernels.triton.quant_prims import _act_quant_kernel, _scale_rows_kernel
+from pagoda.kernels.triton.row_gemv import _fp8_row_gemv_kernel
 from pagoda.kernels.triton.scaled_gemm import _qgemm_kernel, _qgemv_kernel
 from pagoda.kernels.triton.woq_gemm import _woq_gemm_kernel, _woq_gemv_kernel
 
@@ -47,6 +48,12 @@ def _qgemm(code: str, **overrides: Any) -> dict[str, Any]:
 def _woq(**overrides: Any) -> dict[str, Any]:
     consts = dict(BITS=4, GROUP=128, BLOCK_M=1, BLOCK_N=8, BLOCK_K=1024, HAS_BIAS=False,
                   NUM_SPLITS=1, STAGES=3)
+    consts.update(overrides)
+    return consts
+
+
+def _row(**overrides: Any) -> dict[str, Any]:
+    consts = dict(BLOCK_N=16, BLOCK_K=1024, HAS_BIAS=False, NUM_SPLITS=1, STAGES=3)
     consts.update(overrides)
     return consts
 
@@ -102,6 +109,10 @@ VARIANTS: list[tuple[str, Any, dict[str, Any], dict[str, str], int]] = [
      _woq(GROUP=32, BLOCK_M=8, BLOCK_K=128, NUM_SPLITS=4, HAS_BIAS=True), WOQ, 4),
     ("woq gemv int8 g32 fp32 scales", _woq_gemv_kernel, _woq(BITS=8, GROUP=32, BLOCK_K=512),
      {**WOQ, "s_ptr": "*fp32", "o_ptr": "*fp32"}, 4),
+    ("row gemv fp8 dynamic", _fp8_row_gemv_kernel,
+     _row(STATIC=False, EVEN_K=True), FP8, 4),
+    ("row gemv fp8 static odd K split bias", _fp8_row_gemv_kernel,
+     _row(STATIC=True, EVEN_K=False, NUM_SPLITS=4, HAS_BIAS=True), FP8, 4),
     ("woq gemm int4 g128 bf16", _woq_gemm_kernel, _woq_gemm(tl.bfloat16), WOQ, 8),
     ("woq gemm int8 g32 fp16 16 rows", _woq_gemm_kernel,
      _woq_gemm(tl.float16, BITS=8, GROUP=32, BLOCK_M=16, BLOCK_N=64, BLOCK_K=64),

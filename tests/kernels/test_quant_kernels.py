@@ -20,6 +20,7 @@ pytest.importorskip("triton")
 
 from pagoda.kernels.triton import quant_linear as ql  # noqa: E402
 from pagoda.kernels.triton.quant_prims import pack_codes, quantize_activations  # noqa: E402
+from pagoda.kernels.triton.row_gemv import RowGemvPlan, fp8_row_gemv  # noqa: E402
 from pagoda.kernels.triton.scaled_gemm import QGemmPlan, QGemvPlan, qgemm, qgemv  # noqa: E402
 from pagoda.kernels.triton.woq_gemm import (  # noqa: E402
     PackedGroupWeight,
@@ -144,6 +145,36 @@ def test_every_gemv_path(plan: QGemvPlan, kind: str, rows: int, device: str) -> 
         qgemv(out, xd, w.input_scale, w.weight, w.scale, b.to(device),
               x_mode=1 if "static" in kind else 0, block=w.block, plan=plan)
     _close(op, out, want)
+
+
+ROW_PLANS = (RowGemvPlan(16, 256), RowGemvPlan(8, 64, num_splits=3), RowGemvPlan(32, 16))
+
+
+@pytest.mark.parametrize("plan", ROW_PLANS, ids=lambda p: p.label)
+@pytest.mark.parametrize("kind", ["fp8", "fp8 static"])
+def test_every_fp8_row_path(plan: RowGemvPlan, kind: str, device: str) -> None:
+    """One row, N = 37, K = 200 (partial tiles); the weight's codes include zeros of both
+    signs, subnormals and the largest values, which the kernel builds from bits."""
+    x, weight, b, want, op = _scaled_case(kind, 1, 37, 200, 16, 7)
+    codes = weight.weight.clone()
+    special = torch.tensor([0.0, -0.0, 2.0**-9, -(2.0**-9), 7 * 2.0**-9, 2.0**-6, 448.0,
+                            -448.0])
+    codes[0, :8] = special.to(codes.dtype)
+    weight = dataclasses.replace(weight, weight=codes)
+    want = ref.fp8_linear(x, weight, b)
+    w = _on(ql.prepare_fp8(weight), device)
+    for bias, expected in ((b, want), (None, ref.fp8_linear(x, weight))):
+        out = torch.empty(want.shape, dtype=x.dtype, device=device)
+        fp8_row_gemv(out, x.to(device), w.input_scale, w.weight, w.scale,
+                     bias.to(device) if bias is not None else None, plan)
+        _close(op, out, expected)
+
+
+def test_fp8_rows_of_partial_words_take_the_general_gemv(device: str) -> None:
+    """K = 202 is not whole 4-byte words: one row still matches, through `qgemv`."""
+    x, weight, b, want, op = _scaled_case("fp8", 1, 9, 202, 16, 8)
+    _close(op, ql.fp8_linear(x.to(device), _on(ql.prepare_fp8(weight), device), b.to(device)),
+           want)
 
 
 GEMM_PLANS = (QGemmPlan(16, 32, 64), QGemmPlan(32, 16, 64, num_warps=2))

@@ -4,6 +4,7 @@ rows M of x:
 
 fp8_linear (float8 e4m3 weights, activations quantized per token, by a static scale, or
 per token and group of bk inputs for (bn, bk)-blocked weights):
+  M = 1, per-row       `row_gemv.fp8_row_gemv` (codes become floats by bit moves)
   M <= GEMV_MAX_ROWS   `_qgemv_kernel` (quantizes x itself up to FUSED_MAX_ROWS rows)
   larger, per-row      activations quantized once, then torch._scaled_mm (CUDA, bfloat16
                        models, K and N multiples of 16), else `_qgemm_kernel`
@@ -22,13 +23,13 @@ Outputs are in x's type; the arithmetic in float32 (int32 for int8 products).
 from __future__ import annotations
 
 import dataclasses
-import math
 from typing import Any
 
 import torch
 
 from pagoda.kernels.triton.common import rows
 from pagoda.kernels.triton.quant_prims import quantize_activations
+from pagoda.kernels.triton.row_gemv import fp8_ok_for_row, fp8_row_gemv
 from pagoda.kernels.triton.scaled_gemm import FUSED_MAX_ROWS, GEMV_MAX_ROWS, qgemm, qgemv
 from pagoda.kernels.triton.woq_gemm import GEMV_MAX_ROWS as WOQ_GEMV_ROWS
 from pagoda.kernels.triton.woq_gemm import PackedGroupWeight, pack, woq_gemm, woq_gemv
@@ -104,6 +105,9 @@ def _scaled_linear(x: torch.Tensor, w: ScaledWeight, bias: torch.Tensor | None,
     if (done := _empty_case(x2, out, out2, bias)) is not None:
         return done
     static = w.input_scale
+    if m == 1 and not int8 and not w.block and fp8_ok_for_row(w.weight):
+        fp8_row_gemv(out2, x2, static, w.weight, w.scale, bias)
+        return out
     if m <= GEMV_MAX_ROWS and (m <= FUSED_MAX_ROWS or static is not None or w.block):
         qgemv(out2, x2, static, w.weight, w.scale, bias, x_mode=0 if static is None else 1,
               block=w.block)
@@ -146,7 +150,7 @@ def woq_linear(x: torch.Tensor, weight: PackedGroupWeight,
     out, out2 = _out(x, n)
     if (done := _empty_case(x2, out, out2, bias)) is not None:
         return done
-    if math.prod(x.shape[:-1]) <= WOQ_GEMV_ROWS:
+    if x2.shape[0] <= WOQ_GEMV_ROWS:
         woq_gemv(out2, x2, weight, bias)
     else:
         woq_gemm(out2, x2, weight, bias)

@@ -35,16 +35,22 @@ QUANT_BLOCK = 1024
 
 
 @triton.jit
+def round_fp8(v):
+    """float32 v saturated to +-448 and rounded to the nearest float8 e4m3 value, ties to
+    even, as float32: float arithmetic only (no conversion instructions)."""
+    v = tl.minimum(tl.maximum(v, -448.0), 448.0)
+    exponent = tl.maximum((v.to(tl.int32, bitcast=True) >> 23) & 0xFF, 127 - 6)  # subnormals
+    step = ((exponent - 3) << 23).to(tl.float32, bitcast=True)  # 3 mantissa bits
+    inv_step = ((257 - exponent) << 23).to(tl.float32, bitcast=True)  # 1 / step, exactly
+    return ((v * inv_step + 12582912.0) - 12582912.0) * step
+
+
+@triton.jit
 def quantize_fp8(v, EXACT: tl.constexpr):
     """float32 v (already divided by the scale) saturated to +-448 and rounded to float8
     e4m3, ties to even. EXACT rounds in float32 first (the interpreter's conversion does
     not round correctly)."""
-    v = tl.minimum(tl.maximum(v, -448.0), 448.0)
-    if EXACT:
-        bits = v.to(tl.int32, bitcast=True)
-        exponent = tl.maximum((bits >> 23) & 0xFF, 127 - 6)  # subnormals: the step of 2**-6
-        step = ((exponent - 3) << 23).to(tl.float32, bitcast=True)  # 3 mantissa bits
-        v = ((v / step + 12582912.0) - 12582912.0) * step
+    v = round_fp8(v) if EXACT else tl.minimum(tl.maximum(v, -448.0), 448.0)
     return v.to(tl.float8e4nv)
 
 
