@@ -54,7 +54,8 @@ class Worker(WorkerBase):
             assert self.distributed_init_method is not None
             init_distributed(self.platform.distributed_backend, self.distributed_init_method,
                              parallel.tensor_parallel_size, parallel.pipeline_parallel_size,
-                             self.rank, self.device)
+                             self.rank, self.device,
+                             expert_parallel=parallel.enable_expert_parallel)
         torch.manual_seed(self.config.model.seed)
 
     def _dtypes(self) -> tuple[torch.dtype, torch.dtype]:
