@@ -127,6 +127,11 @@ class FusedMoE(nn.Module):
         return out
 
 
+def has_experts(model: nn.Module) -> bool:
+    """Whether `model` (this rank's part of it) has mixture-of-experts layers."""
+    return any(isinstance(module, FusedMoE) for module in model.modules())
+
+
 class SparseMoeBlock(nn.Module):
     """A layer's feed-forward block: router (`gate`, replicated) -> top-k experts, plus a
     shared expert (a gated SiLU MLP scaled by sigmoid(`shared_expert_gate`), Qwen2-MoE)
