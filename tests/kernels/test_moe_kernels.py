@@ -8,6 +8,7 @@ on the way, which drifts past the tolerance; on a GPU every dtype is checked."""
 from __future__ import annotations
 
 import os
+import random
 import subprocess
 import sys
 from pathlib import Path
@@ -17,11 +18,15 @@ import torch
 
 pytest.importorskip("triton")
 
+from pagoda import LLM, SamplingParams  # noqa: E402
 from pagoda.kernels.triton.moe import fused_moe, plan_moe  # noqa: E402
 from pagoda.kernels.triton.moe_align import align_pairs, capacity, chunk_size  # noqa: E402
 from pagoda.ops.reference import fused_moe as reference  # noqa: E402
+from pagoda.plugins import KernelProvider, get_registries, reset_registries  # noqa: E402
 from pagoda.testing import DTYPES, TOLERANCES, check_op, dtype_name  # noqa: E402
 from pagoda.testing.moe_cases import routing  # noqa: E402
+from tests.engine.tiny_models import VOCAB, hf_greedy  # noqa: E402
+from tests.engine.tiny_moe_models import make_moe_checkpoint, tiny_moe_configs  # noqa: E402
 
 
 def _dtypes() -> list[torch.dtype]:
@@ -94,3 +99,28 @@ def test_kernels_compile_for_sm90() -> None:
                             env=env, timeout=300)
     assert result.returncode == 0, result.stdout + result.stderr
     assert result.stdout.count("ok ") == 21, result.stdout
+
+
+def test_a_moe_model_generates_hf_greedy_tokens_with_the_kernel(device: str,
+                                                                tmp_path: Path) -> None:
+    """Qwen2-MoE (shared expert, a dense layer) through the engine, chunked prefill among
+    decodes, its experts run by the Triton kernel."""
+    if device != "cpu":
+        pytest.skip("on a GPU, tests/platforms/cuda runs the engine with these kernels")
+    path = make_moe_checkpoint(tmp_path, tiny_moe_configs()["qwen2_moe"])
+    rng = random.Random(6)
+    prompts = [[rng.randrange(3, VOCAB) for _ in range(n)] for n in (3, 19, 1, 9)]
+    expected = hf_greedy(path, prompts, 4)
+    regs = get_registries()
+    try:
+        regs.kernels.add(KernelProvider("fused_moe", "triton", "pagoda.kernels.triton:fused_moe",
+                                        ("cpu",), priority=100), "test")
+        llm = LLM(str(path), device="cpu", dtype="float32", num_kv_blocks=64, block_size=8,
+                  max_num_batched_tokens=16)
+        assert llm.engine.core.info["ops"]["fused_moe"] == "test/triton"
+        outputs = llm.generate([{"prompt_token_ids": p} for p in prompts],
+                               SamplingParams(temperature=0.0, max_tokens=4, ignore_eos=True),
+                               use_tqdm=False)
+        assert [o.outputs[0].token_ids for o in outputs] == expected
+    finally:
+        reset_registries()
