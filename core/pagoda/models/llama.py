@@ -177,14 +177,16 @@ class LlamaDecoderLayer(nn.Module):
         attn_backend: type[AttentionBackend],
         quant_method: QuantMethod | None,
         prefix: str,
-        mlp: nn.Module,
+        index: int,
+        feed_forward: FeedForward = dense_feed_forward,
     ):
         super().__init__()
         self.self_attn = LlamaAttention(
             config, spec, rotary, sliding_window=sliding_window, dtype=dtype,
             attn_backend=attn_backend, quant_method=quant_method, prefix=f"{prefix}.self_attn",
         )
-        self.mlp = mlp
+        self.mlp = feed_forward(config, spec, index, dtype=dtype, quant_method=quant_method,
+                                prefix=f"{prefix}.mlp")
         self.input_layernorm = RMSNorm(spec.hidden_size, config.rms_norm_eps, dtype=dtype)
         self.post_attention_layernorm = RMSNorm(
             spec.hidden_size, config.rms_norm_eps, dtype=dtype
@@ -237,9 +239,7 @@ class LlamaModel(nn.Module):
             LlamaDecoderLayer(
                 config, spec, rotary, sliding_window=window, dtype=dtype,
                 attn_backend=attn_backend, quant_method=quant_method,
-                prefix=f"model.layers.{index}",
-                mlp=feed_forward(config, spec, index, dtype=dtype, quant_method=quant_method,
-                                 prefix=f"model.layers.{index}.mlp"),
+                prefix=f"model.layers.{index}", index=index, feed_forward=feed_forward,
             ) if index in self.local_layers else nn.Identity()
             for index, window in enumerate(layer_sliding_windows(config))
         )

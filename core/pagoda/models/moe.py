@@ -38,7 +38,7 @@ _UNSUPPORTED: dict[str, tuple[tuple[Any, ...], str]] = {
     "topk_group": ((None, 1), "grouped top-k"),
     "routed_scaling_factor": ((None, 1.0), "scaled routing weights"),
     "n_shared_experts": ((None, 0), "DeepSeek-style shared experts"),
-    "moe_router_bias": ((None, False), "a router bias"),
+    "first_k_dense_replace": ((None, 0), "DeepSeek-style dense first layers"),
 }
 """Config fields of other MoE families: the values that mean what our router does, and
 what any other value asks for. (Mixtral's `router_jitter_noise` and the auxiliary-loss
@@ -84,7 +84,8 @@ class MoeSpec:
             intermediate_size=config.intermediate_size if mixtral
             else config.moe_intermediate_size,
             renormalize=mixtral or bool(config.norm_topk_prob),
-            shared_intermediate_size=getattr(config, "shared_expert_intermediate_size", 0) or 0,
+            shared_intermediate_size=config.shared_expert_intermediate_size
+            if config.model_type == "qwen2_moe" else 0,
             sparse_layers=sparse,
         )
 

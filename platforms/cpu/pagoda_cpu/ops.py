@@ -43,5 +43,5 @@ def fused_moe(hidden: torch.Tensor, w13: torch.Tensor, w2: torch.Tensor,
             y[rows] = F.linear(silu_and_mul(F.linear(x[rows], w13[expert])), w2[expert])
             start += count
     weighted = y.float() * topk_weights.flatten()[order, None]
-    out = torch.zeros(hidden.shape, dtype=torch.float32)
+    out = torch.zeros(hidden.shape, dtype=torch.float32, device=hidden.device)
     return out.index_add_(0, tokens, weighted).to(hidden.dtype)
