@@ -54,8 +54,9 @@ def _aligned(fn: Any) -> dict[tuple[int, ...], list[list[Any]]]:
 
 def _variants() -> list[tuple[str, Any, str, dict[str, Any], int]]:
     variants = []
-    # (pairs, experts): one token of Qwen3-30B-A3B, a decode batch, batches of 1000, prefill
-    for pairs, experts in ((8, 128), (2048, 128), (8000, 128), (65536, 128)):
+    # (pairs, experts) of Qwen3-30B-A3B: one token, decode batches of 256, 512 and 1000,
+    # a prefill chunk (every row block plan_moe chooses)
+    for pairs, experts in ((8, 128), (2048, 128), (4096, 128), (8000, 128), (65536, 128)):
         for data, dot, itemsize in (("*bf16", tl.bfloat16, 2), ("*fp32", tl.float32, 4)):
             plan = plan_moe(pairs, experts, itemsize)
             common = dict(E_PAD=128, BLOCK_M=plan.block_m, GROUP_M=plan.group_m,

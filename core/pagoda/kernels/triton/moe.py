@@ -44,10 +44,15 @@ class GemmTiles:
 
 @dataclass(frozen=True)
 class MoePlan:
+    """How `fused_moe` launches its matmuls."""
+
     block_m: int
+    """Rows of a block (one expert's): the alignment pads each expert's run to it."""
     gate_up: GemmTiles
     down: GemmTiles
     group_m: int = 8
+    """Row blocks a column of programs walks before the next column (L2 reuse of an
+    expert's weight tiles across its blocks)."""
 
 
 def plan_moe(num_pairs: int, num_experts: int, itemsize: int = 2) -> MoePlan:
