@@ -12,7 +12,8 @@ F  cold start of `pagoda serve` with the 8B dummy model, to /health answering
 G  the small-batch GEMV kernel against cuBLAS per matmul shape (ci/gemv_bench.py), and C
    with cuBLAS matmuls
 M  Qwen3-30B-A3B shape (mixture of experts: 128, 8 a token), 1000 prompts, 128 in / 128 out,
-   and one request's time per output token, each beside HF transformers
+   beside HF transformers
+N  the same model, one request at a time, 128 in / 128 out (time per output token), beside HF
 P  step profiles: the 8B model with 1000 sequences (A) and one (C), the 0.6B with 256 (D)
 Q  quantized weights beside bf16, Pagoda alone: A with FP8 (W8A8, quantized at load) and C
    with FP8 and with INT4 (W4A16, groups of 128)
@@ -157,17 +158,21 @@ def bench_c(out: Path, llama: Path, s: dict) -> dict:
                        "TPOT <= 4.6 ms")
 
 
-def bench_m(out: Path, moe: Path, s: dict) -> list[dict]:
-    """The Qwen3-30B-A3B shape: A's workload and C's single stream, each beside HF (its
-    default experts implementation, grouped_mm where torch has it; static batches of 128:
-    its 57 GiB of weights share the GPU with Pagoda's). The roofline counts the weights a
-    token uses: attention, the head, 8 experts and the router a layer."""
+def bench_m(out: Path, moe: Path, s: dict) -> dict:
+    """The Qwen3-30B-A3B shape on A's workload beside HF (its default experts kernel,
+    grouped_mm where torch has it; static batches of 128: its 57 GiB of weights share the
+    GPU with Pagoda's). The roofline counts the weights a token uses: attention, the head,
+    and per layer 8 experts and the router."""
     r = throughput(out, "M", moe, ["--backend", "pagoda,hf", "--num-prompts", "1000",
                                    "--input-len", "128", "--output-len", "128",
                                    "--hf-batch-size", "128", *SHARED_GPU, *THROUGHPUT])
-    return [offline_row("M Qwen3-30B-A3B 1000x(128,128)", r, s, "report vs HF and roofline"),
-            latency_row("M Qwen3-30B-A3B single stream (128,128)",
-                        _latency(out, "M-latency", moe, "pagoda,hf"), s, "report vs HF")]
+    return offline_row("M Qwen3-30B-A3B 1000x(128,128)", r, s, "report vs HF and roofline")
+
+
+def bench_n(out: Path, moe: Path, s: dict) -> dict:
+    """M's model, one request at a time (C's workload) beside HF."""
+    return latency_row("N Qwen3-30B-A3B single stream (128,128)",
+                       _latency(out, "N", moe, "pagoda,hf"), s, "report vs HF")
 
 
 def quantized(out: Path, llama: Path, s: dict) -> list[dict]:
@@ -346,7 +351,7 @@ def main() -> int:
             "C": lambda: [bench_c(out, llama, s8)], "D": lambda: [bench_d(out, qwen, s06)],
             "E": lambda: bench_e_f(out, llama, s8),
             "G": lambda: gemv(out, llama), "Q": lambda: quantized(out, llama, s8),
-            "M": lambda: bench_m(out, moe, s30)}
+            "M": lambda: [bench_m(out, moe, s30)], "N": lambda: [bench_n(out, moe, s30)]}
     for key in dict.fromkeys("E" if k == "F" else k for k in wanted):
         try:
             rows += plan[key]()
