@@ -53,6 +53,7 @@ NON_DEFAULTS: dict[str, tuple[object, list[str]]] = {
     "tensor_parallel_size": (2, ["--tensor-parallel-size", "2"]),
     "pipeline_parallel_size": (2, ["--pipeline-parallel-size", "2"]),
     "data_parallel_size": (2, ["--data-parallel-size", "2"]),
+    "enable_expert_parallel": (True, ["--enable-expert-parallel"]),
     "device": ("template", ["--device", "template"]),
     "attention_backend": ("reference", ["--attention-backend", "reference"]),
     "distributed_executor_backend": ("mp", ["--distributed-executor-backend", "mp"]),

@@ -95,6 +95,8 @@ class HFBackend:
         self.description = (f"HF transformers generate on {self.device}, "
                             f"{str(self.dtype).removeprefix('torch.')}, "
                             f"batch {self.batch_size}")
+        if getattr(self.config, "num_experts", None):  # which experts kernel HF chose
+            self.description += f", experts {model.config._experts_implementation}"
 
     @property
     def vocab_size(self) -> int:

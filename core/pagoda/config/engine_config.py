@@ -221,6 +221,10 @@ class ParallelConfig:
     """Engine cores, each with its own copy of the model (on tensor_parallel_size x
     pipeline_parallel_size devices), KV cache and scheduler, behind one front end that
     spreads requests over them (the server; LLM runs one)."""
+    enable_expert_parallel: bool = False
+    """Mixture-of-experts layers: each tensor-parallel rank holds num_experts /
+    tensor_parallel_size whole experts and runs the tokens routed to them, instead of a
+    slice of every expert."""
 
     def __post_init__(self) -> None:
         for name in ("tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size"):

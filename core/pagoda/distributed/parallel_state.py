@@ -29,6 +29,9 @@ class TensorParallelGroup:
     world_size: int = 1
     group: Any = None
     """The torch.distributed process group (None for a group of one)."""
+    expert_parallel: bool = False
+    """Whether mixture-of-experts layers split their experts over the ranks (each rank
+    whole experts) rather than every expert's intermediate features."""
 
     def all_gather(self, x: torch.Tensor, dim: int = -1) -> torch.Tensor:
         """Every rank's `x` concatenated along `dim`, in rank order."""
@@ -94,9 +97,10 @@ def pp_group() -> PipelineGroup:
 
 def init_distributed(backend: str, init_method: str, tensor_parallel_size: int,
                      pipeline_parallel_size: int, rank: int,
-                     device: torch.device) -> None:
+                     device: torch.device, *, expert_parallel: bool = False) -> None:
     """Join the process group of every worker of the engine over the collective `backend`
-    (gloo, nccl, ...), then the tensor-parallel group of this rank's stage."""
+    (gloo, nccl, ...), then the tensor-parallel group of this rank's stage (whose ranks
+    split experts whole if `expert_parallel`)."""
     global _tp_group, _pp_group
     world_size = tensor_parallel_size * pipeline_parallel_size
     dist.init_process_group(backend, init_method=init_method, world_size=world_size,
@@ -110,7 +114,7 @@ def init_distributed(backend: str, init_method: str, tensor_parallel_size: int,
             created = dist.new_group(ranks, timeout=COLLECTIVE_TIMEOUT)
             if rank in ranks:
                 group = created
-    _tp_group = TensorParallelGroup(tp_rank, tensor_parallel_size, group)
+    _tp_group = TensorParallelGroup(tp_rank, tensor_parallel_size, group, expert_parallel)
     _pp_group = PipelineGroup(stage, pipeline_parallel_size, rank, tensor_parallel_size)
 
 

@@ -7,7 +7,7 @@ attention_bias / mlp_bias.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -34,8 +34,8 @@ if TYPE_CHECKING:
     from transformers import PretrainedConfig
 
 # What HF hard-codes per family instead of writing it in config.json.
-_QKV_BIAS_BY_DEFAULT = ("qwen2",)
-_QK_NORM = ("qwen3",)
+_QKV_BIAS_BY_DEFAULT = ("qwen2", "qwen2_moe")
+_QK_NORM = ("qwen3", "qwen3_moe")
 
 
 @dataclass(frozen=True)
@@ -56,13 +56,15 @@ class DecoderSpec:
         num_heads, num_kv_heads, head_size, _ = attention_shape(config)
         model_type = getattr(config, "model_type", "")
         attention_bias = getattr(config, "attention_bias", None)
+        qkv_bias = getattr(config, "qkv_bias", None)  # Qwen2-MoE's own name for it
         return cls(
             hidden_size=config.hidden_size,
             num_heads=num_heads,
             num_kv_heads=num_kv_heads,
             head_size=head_size,
-            qkv_bias=bool(attention_bias)
-            or (attention_bias is None and model_type in _QKV_BIAS_BY_DEFAULT),
+            qkv_bias=bool(qkv_bias) if qkv_bias is not None else (
+                bool(attention_bias)
+                or (attention_bias is None and model_type in _QKV_BIAS_BY_DEFAULT)),
             o_bias=bool(attention_bias),
             mlp_bias=bool(getattr(config, "mlp_bias", False)),
             qk_norm=model_type in _QK_NORM,
@@ -95,6 +97,19 @@ def attention_shape(config: PretrainedConfig) -> tuple[int, int, int, int | None
     head_size = getattr(config, "head_dim", None) or config.hidden_size // num_heads
     windows = [w for w in layer_sliding_windows(config) if w is not None]
     return num_heads, num_kv_heads, head_size, max(windows) if windows else None
+
+
+FeedForward = Callable[..., nn.Module]
+"""Builds decoder layer `index`'s feed-forward block, a module from hidden states [T, H] to
+[T, H]: (config, spec, index, *, dtype, quant_method, prefix) -> module."""
+
+
+def dense_feed_forward(config: PretrainedConfig, spec: DecoderSpec, index: int, *,
+                       dtype: torch.dtype, quant_method: QuantMethod | None,
+                       prefix: str) -> nn.Module:
+    """The gated SiLU MLP every layer of the dense families has."""
+    return SiluMLP(spec.hidden_size, config.intermediate_size, bias=spec.mlp_bias, dtype=dtype,
+                   quant_method=quant_method, prefix=prefix)
 
 
 class LlamaAttention(nn.Module):
@@ -162,16 +177,16 @@ class LlamaDecoderLayer(nn.Module):
         attn_backend: type[AttentionBackend],
         quant_method: QuantMethod | None,
         prefix: str,
+        index: int,
+        feed_forward: FeedForward = dense_feed_forward,
     ):
         super().__init__()
         self.self_attn = LlamaAttention(
             config, spec, rotary, sliding_window=sliding_window, dtype=dtype,
             attn_backend=attn_backend, quant_method=quant_method, prefix=f"{prefix}.self_attn",
         )
-        self.mlp = SiluMLP(
-            spec.hidden_size, config.intermediate_size,
-            bias=spec.mlp_bias, dtype=dtype, quant_method=quant_method, prefix=f"{prefix}.mlp",
-        )
+        self.mlp = feed_forward(config, spec, index, dtype=dtype, quant_method=quant_method,
+                                prefix=f"{prefix}.mlp")
         self.input_layernorm = RMSNorm(spec.hidden_size, config.rms_norm_eps, dtype=dtype)
         self.post_attention_layernorm = RMSNorm(
             spec.hidden_size, config.rms_norm_eps, dtype=dtype
@@ -207,6 +222,7 @@ class LlamaModel(nn.Module):
         dtype: torch.dtype,
         attn_backend: type[AttentionBackend],
         quant_method: QuantMethod | None,
+        feed_forward: FeedForward = dense_feed_forward,
     ):
         super().__init__()
         if getattr(config, "hidden_act", "silu") != "silu":
@@ -223,7 +239,7 @@ class LlamaModel(nn.Module):
             LlamaDecoderLayer(
                 config, spec, rotary, sliding_window=window, dtype=dtype,
                 attn_backend=attn_backend, quant_method=quant_method,
-                prefix=f"model.layers.{index}",
+                prefix=f"model.layers.{index}", index=index, feed_forward=feed_forward,
             ) if index in self.local_layers else nn.Identity()
             for index, window in enumerate(layer_sliding_windows(config))
         )
@@ -270,13 +286,16 @@ class LlamaForCausalLM(nn.Module):
         super().__init__()
         self.config = config
         self.tie_word_embeddings = bool(getattr(config, "tie_word_embeddings", False))
-        self.model = LlamaModel(
-            config, dtype=dtype, attn_backend=attn_backend, quant_method=quant_method
-        )
+        self.model = LlamaModel(config, dtype=dtype, attn_backend=attn_backend,
+                                quant_method=quant_method, feed_forward=self.feed_forward(config))
         self.lm_head = (ParallelLMHead(config.vocab_size, config.hidden_size, dtype=dtype,
                                        tied_to=self.model.embed_tokens
                                        if self.tie_word_embeddings else None)
                         if self.model.stage.is_last else None)
+
+    def feed_forward(self, config: PretrainedConfig) -> FeedForward:
+        """What builds each decoder layer's feed-forward block (a subclass's hook)."""
+        return dense_feed_forward
 
     @staticmethod
     def attention_shape(config: PretrainedConfig) -> tuple[int, int, int, int | None]:

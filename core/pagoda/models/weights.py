@@ -4,7 +4,10 @@ Every weight format (safetensors, GGUF ...) becomes an iterator of (checkpoint n
 in HF naming; `load_checkpoint_weights` maps those names onto the model's parameters. A
 linear layer's weight goes through its QuantMethod, which may keep a quantized tensor as is.
 A module may also load checkpoint tensors that are not parameters of its own (e.g. the
-attention layer's KV cache scales) by naming them in `checkpoint_loaders(path)`.
+attention layer's KV cache scales) by naming them in `checkpoint_loaders(path)`. A module
+whose parameter stacks several checkpoint tensors (the experts of a mixture-of-experts
+layer) names them in `checkpoint_shards(attr)` and places each with its
+`load_checkpoint_tensor`, as a linear layer does.
 """
 
 from __future__ import annotations
@@ -50,8 +53,9 @@ def iterate_safetensors(path: str | Path) -> Iterator[tuple[str, torch.Tensor]]:
 def checkpoint_targets(model: nn.Module) -> dict[str, tuple[str, str | None]]:
     """Checkpoint name -> (model parameter name, shard) for every weight the model expects.
 
-    A merged layer at "a.qkv_proj" with shard "q_proj" expects "a.q_proj.weight"; a
-    parameter shared by two modules (tied embeddings) is expected once, by its first name.
+    A merged layer at "a.qkv_proj" with shard "q_proj" expects "a.q_proj.weight"; a module
+    with `checkpoint_shards(attr)` expects "path.<suffix>" for each suffix -> shard it gives;
+    a parameter shared by two modules (tied embeddings) is expected once, by its first name.
     """
     owned = {name for name, _ in model.named_parameters()}
     targets: dict[str, tuple[str, str | None]] = {}
@@ -65,6 +69,9 @@ def checkpoint_targets(model: nn.Module) -> dict[str, tuple[str, str | None]]:
             if isinstance(module, MergedColumnParallelLinear):
                 for shard in module.shards:
                     targets[f"{parent}.{shard}.{pname}".lstrip(".")] = (name, shard)
+            elif hasattr(module, "checkpoint_shards"):
+                for suffix, shard in module.checkpoint_shards(pname).items():
+                    targets[prefix + suffix] = (name, shard)
             else:
                 targets[name] = (name, None)
     return targets
@@ -110,7 +117,8 @@ def load_checkpoint_weights(
         param_name, shard = targets[name]
         module_name, _, attr = param_name.rpartition(".")
         module = model.get_submodule(module_name)
-        if isinstance(module, Linear):  # its quant method loads every tensor of it
+        if isinstance(module, Linear) or hasattr(module, "checkpoint_shards"):
+            # it places (and a linear's quant method loads) every tensor of it
             module.load_checkpoint_tensor(attr, tensor, shard, name)
             seen.add(name)
             continue

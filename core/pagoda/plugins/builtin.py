@@ -24,6 +24,9 @@ MODEL_ARCHITECTURES = {
     "MistralForCausalLM": _DECODER,
     "Qwen2ForCausalLM": _DECODER,
     "Qwen3ForCausalLM": _DECODER,
+    "MixtralForCausalLM": "pagoda.models.moe:MixtralForCausalLM",
+    "Qwen2MoeForCausalLM": "pagoda.models.moe:MoeForCausalLM",
+    "Qwen3MoeForCausalLM": "pagoda.models.moe:MoeForCausalLM",
 }
 
 

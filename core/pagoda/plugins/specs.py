@@ -20,6 +20,7 @@ CORE_OPS = (
     "fp8_linear",
     "int8_linear",
     "woq_linear",
+    "fused_moe",
 )
 """The ops core declares (their meaning: `pagoda.ops.reference`); KernelProvider.op is one.
 Attention is not an op: a platform provides it as an `AttentionBackend`."""

@@ -15,6 +15,7 @@ from typing import Any
 
 import torch
 
+from pagoda.testing.moe_cases import fused_moe_cases
 from pagoda.testing.quant_cases import fp8_linear_cases, int8_linear_cases, woq_linear_cases
 from pagoda.testing.tolerances import dtype_name
 
@@ -178,6 +179,7 @@ CASE_GENERATORS: dict[str, Callable[[torch.dtype, torch.Generator], Iterator[OpC
     "fp8_linear": fp8_linear_cases,
     "int8_linear": int8_linear_cases,
     "woq_linear": woq_linear_cases,
+    "fused_moe": fused_moe_cases,
 }
 
 

@@ -23,6 +23,7 @@ from pagoda.engine.scheduler_output import ModelRunnerOutput, SchedulerOutput
 from pagoda.executor.base import Worker as WorkerBase
 from pagoda.model_source import ModelSource
 from pagoda.models.layers.attention import log_kv_cache_scales
+from pagoda.models.layers.moe import has_experts
 from pagoda.ops import OpTable, use_ops
 from pagoda.platforms import resolve_platform
 from pagoda.platforms.platform import MemoryInfo, budget_within_utilization
@@ -54,7 +55,8 @@ class Worker(WorkerBase):
             assert self.distributed_init_method is not None
             init_distributed(self.platform.distributed_backend, self.distributed_init_method,
                              parallel.tensor_parallel_size, parallel.pipeline_parallel_size,
-                             self.rank, self.device)
+                             self.rank, self.device,
+                             expert_parallel=parallel.enable_expert_parallel)
         torch.manual_seed(self.config.model.seed)
 
     def _dtypes(self) -> tuple[torch.dtype, torch.dtype]:
@@ -86,6 +88,10 @@ class Worker(WorkerBase):
                 seed=self.config.model.seed, quant_method=self.quant_method,
             )
         log_kv_cache_scales(self.model, kv_dtype)
+        if self.config.parallel.enable_expert_parallel and not has_experts(self.model):
+            logger.warning("enable_expert_parallel: %s has no mixture-of-experts layers here "
+                           "(pipeline stage %d): the option changes nothing", self.source.name,
+                           pp_group().rank)
         self.platform.synchronize(self.local_rank)  # the weights are on the device: no
         # step waits for them (or, on devices that trace lazily, carries their upload)
         self.kv_spec = self.model.kv_cache_spec(self.config.cache.block_size, kv_dtype)
@@ -194,6 +200,7 @@ class Worker(WorkerBase):
             else [],
             "ops": dict(self.ops.providers),
             "tensor_parallel_size": tp_group().world_size,
+            "expert_parallel": tp_group().expert_parallel,
             "pipeline_stage": pp_group().rank,
         }
 

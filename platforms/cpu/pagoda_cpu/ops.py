@@ -22,3 +22,26 @@ def silu_and_mul(x: torch.Tensor) -> torch.Tensor:
     """In the input dtype: one extra rounding against the reference, within conformance."""
     d = x.shape[-1] // 2
     return F.silu(x[..., :d]) * x[..., d:]
+
+
+def fused_moe(hidden: torch.Tensor, w13: torch.Tensor, w2: torch.Tensor,
+              topk_weights: torch.Tensor, topk_ids: torch.Tensor) -> torch.Tensor:
+    """Tokens grouped by expert (a stable sort of the choices), then one pair of matmuls
+    per expert that has tokens; the activation in the input dtype, as `silu_and_mul`."""
+    top_k = topk_ids.shape[1]
+    choices = topk_ids.flatten()
+    order = torch.argsort(choices, stable=True)
+    counts = torch.bincount(choices + 1, minlength=w13.shape[0] + 1).tolist()
+    order = order[counts[0]:]  # the skipped choices (-1) sort first
+    tokens = order // top_k
+    x = hidden[tokens]
+    y = torch.empty_like(x)
+    start = 0
+    for expert, count in enumerate(counts[1:]):
+        if count:
+            rows = slice(start, start + count)
+            y[rows] = F.linear(silu_and_mul(F.linear(x[rows], w13[expert])), w2[expert])
+            start += count
+    weighted = y.float() * topk_weights.flatten()[order, None]
+    out = torch.zeros(hidden.shape, dtype=torch.float32, device=hidden.device)
+    return out.index_add_(0, tokens, weighted).to(hidden.dtype)

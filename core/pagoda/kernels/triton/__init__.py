@@ -10,6 +10,7 @@ from pagoda.kernels.triton.activation import silu_and_mul
 from pagoda.kernels.triton.attention import num_kv_splits, paged_attention
 from pagoda.kernels.triton.gemv import linear, linear_with
 from pagoda.kernels.triton.kv_cache import write_kv_cache
+from pagoda.kernels.triton.moe import fused_moe
 from pagoda.kernels.triton.norm import fused_add_rms_norm, rms_norm
 from pagoda.kernels.triton.quant_linear import fp8_linear, int8_linear, woq_linear
 from pagoda.kernels.triton.rotary import rotary_embedding
@@ -18,6 +19,7 @@ from pagoda.kernels.triton.sampling import sample_from_logits
 __all__ = [
     "fp8_linear",
     "fused_add_rms_norm",
+    "fused_moe",
     "int8_linear",
     "linear",
     "linear_with",
