@@ -22,3 +22,9 @@ def silu_and_mul(x: torch.Tensor) -> torch.Tensor:
     """In the input dtype: one extra rounding against the reference, within conformance."""
     d = x.shape[-1] // 2
     return F.silu(x[..., :d]) * x[..., d:]
+
+
+def gelu_and_mul(x: torch.Tensor, approximate: str = "none") -> torch.Tensor:
+    """In the input dtype, like `silu_and_mul`."""
+    d = x.shape[-1] // 2
+    return F.gelu(x[..., :d], approximate=approximate) * x[..., d:]
