@@ -83,17 +83,16 @@ def test_tpu_backends_declare_no_fp8() -> None:
 def test_cpu_selects_cpu_sdpa_for_fp8() -> None:
     cpu = resolve_platform("cpu")
     assert select_attention_backend(cpu, _config()).name == "cpu_sdpa"
-    # soft-capping leaves the reference, which takes fp8 too
-    assert select_attention_backend(cpu, _config(logits_soft_cap=30.0)).name == "reference"
+    assert select_attention_backend(cpu, _config(logits_soft_cap=30.0)).name == "cpu_sdpa"
 
 
 def test_forced_backend_names_the_ones_that_can() -> None:
-    cpu = resolve_platform("cpu")
-    with pytest.raises(AttentionBackendError) as err:
-        select_attention_backend(cpu, _config(logits_soft_cap=30.0), forced="cpu_sdpa")
-    assert str(err.value) == ("Attention backend 'cpu_sdpa' cannot be used: logits soft-capping "
-                              "is not supported (backends on 'cpu' that can: reference)")
     template = resolve_platform("template")
+    with pytest.raises(AttentionBackendError) as err:
+        select_attention_backend(template, _config(), forced="template")
+    assert str(err.value) == ("Attention backend 'template' cannot be used: kv cache dtype fp8 "
+                              "not supported (it supports float32, float16, bfloat16) (backends "
+                              "on 'template' that can: reference)")
     with pytest.raises(AttentionBackendError) as err:
         select_attention_backend(template, _config(head_size=0, num_heads=3), forced="template")
     assert str(err.value).endswith("(no other backend on 'template' can)")

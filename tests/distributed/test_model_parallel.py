@@ -12,7 +12,13 @@ import pytest
 from transformers import LlamaConfig
 
 from pagoda import LLM, SamplingParams
-from tests.engine.tiny_models import VOCAB, hf_greedy, make_checkpoint, tiny_configs
+from tests.engine.tiny_models import (
+    VOCAB,
+    dense_family_configs,
+    hf_greedy,
+    make_checkpoint,
+    tiny_configs,
+)
 
 NEW_TOKENS = 10
 GREEDY = SamplingParams(temperature=0.0, max_tokens=NEW_TOKENS, ignore_eos=True)
@@ -24,7 +30,7 @@ def _configs() -> dict[str, object]:
     llama = configs["llama"].to_dict()
     configs["mqa-odd-vocab"] = LlamaConfig(**{**llama, "num_key_value_heads": 1,
                                               "vocab_size": ODD_VOCAB})
-    return configs
+    return configs | dense_family_configs()
 
 
 def _prompts(seed: int, lengths: list[int], vocab: int,
@@ -40,7 +46,12 @@ def _generate(llm: LLM, prompts: list[list[int]]) -> list[list[int]]:
 
 LAYOUTS = {"tp2": {"tensor_parallel_size": 2}, "pp2": {"pipeline_parallel_size": 2},
            "tp2-pp2": {"tensor_parallel_size": 2, "pipeline_parallel_size": 2}}
-CASES = [(layout, arch) for layout in LAYOUTS for arch in _configs()]
+DENSE = list(dense_family_configs())
+"""Checkpoints with random weights (soft caps matter); split two ways each: tensors (Phi-3's
+fused projections cut per part then per rank, the soft-capped logits gathered) and stages
+(Gemma's scaled embedding and sandwich norms)."""
+CASES = [(layout, arch) for layout in LAYOUTS for arch in _configs() if arch not in DENSE]
+CASES += [("tp2", "gemma3"), ("tp2", "phi3"), ("pp2", "gemma2")]
 
 
 @pytest.mark.parametrize(("layout", "arch"), CASES, ids=[f"{lay}-{a}" for lay, a in CASES])
@@ -50,7 +61,7 @@ def test_parallel_ranks_generate_hf_greedy_tokens(layout: str, arch: str,
     vocab = min(config.vocab_size, VOCAB)
     mixed = _prompts(1, [3, 17, 9, 30, 1, 12], vocab)
     shared = _prompts(2, [5, 9, 2], vocab, prefix=_prompts(3, [21], vocab)[0])
-    path = make_checkpoint(tmp_path, config)
+    path = make_checkpoint(tmp_path, config, random_weights=arch in DENSE)
     expected = hf_greedy(path, mixed + shared, NEW_TOKENS)
 
     # 8 tokens a step: prefills chunk among decodes; 14 blocks of 4 cannot hold the batch.

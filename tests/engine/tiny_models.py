@@ -8,13 +8,18 @@ import torch
 from tokenizers import Tokenizer, models, pre_tokenizers
 from transformers import (
     AutoModelForCausalLM,
+    Gemma2Config,
+    Gemma3TextConfig,
     LlamaConfig,
     MistralConfig,
+    Phi3Config,
     PretrainedConfig,
     PreTrainedTokenizerFast,
     Qwen2Config,
     Qwen3Config,
 )
+
+from tests.models.model_harness import randomize_weights
 
 VOCAB = 256
 _COMMON = dict(
@@ -33,6 +38,33 @@ def tiny_configs() -> dict[str, PretrainedConfig]:
     }
 
 
+LONGROPE_CONTEXT = 64
+"""The original context of the tiny Phi-3's LongRoPE (the engine serves up to it)."""
+
+
+def dense_family_configs() -> dict[str, PretrainedConfig]:
+    """Gemma 2, Gemma 3 and Phi-3, each with its features in play at this size: sliding
+    windows shorter than the longer prompts, soft caps near the logits' and scores' size
+    (with `random_weights` checkpoints), an attention scale that is not head_dim's, Gemma
+    3's own RoPE for sliding layers and linear scaling for global ones, Phi-3's partial
+    rotary and LongRoPE short/long factors."""
+    gemma = dict(_COMMON, head_dim=16, query_pre_attn_scalar=24, sliding_window=8,
+                 tie_word_embeddings=True)
+    rot_half = 16 // 2 // 2  # head 16, half of it rotated
+    return {
+        "gemma2": Gemma2Config(**gemma, attn_logit_softcapping=4.0, final_logit_softcapping=3.0),
+        "gemma3": Gemma3TextConfig(
+            **{**gemma, "num_hidden_layers": 3}, sliding_window_pattern=2,
+            final_logit_softcapping=3.0, rope_theta=10000.0, rope_local_base_freq=100.0,
+            rope_scaling={"rope_type": "linear", "factor": 4.0}),
+        "phi3": Phi3Config(
+            **_COMMON, partial_rotary_factor=0.5,
+            sliding_window=12, pad_token_id=0, original_max_position_embeddings=LONGROPE_CONTEXT,
+            rope_scaling={"type": "longrope", "short_factor": [1.0, 1.5, 2.0, 3.0][:rot_half],
+                          "long_factor": [2.0, 4.0, 8.0, 16.0][:rot_half]}),
+    }
+
+
 def save_tokenizer(path: Path) -> None:
     """A word-level tokenizer: token i >= 3 is the word "w{i}"; 0-2 are unk, bos, eos."""
     vocab = {"<unk>": 0, "<s>": 1, "</s>": 2} | {f"w{i}": i for i in range(3, VOCAB)}
@@ -43,10 +75,15 @@ def save_tokenizer(path: Path) -> None:
     ).save_pretrained(path)
 
 
-def make_checkpoint(path: Path, config: PretrainedConfig, seed: int = 0) -> Path:
-    """Save a random float32 model of `config` (with a tokenizer) to `path`."""
+def make_checkpoint(path: Path, config: PretrainedConfig, seed: int = 0, *,
+                    random_weights: bool = False) -> Path:
+    """Save a random float32 model of `config` (with a tokenizer) to `path`: HF's
+    initialization, or with `random_weights` every parameter O(0.1) noise (norms 1 + noise),
+    so that norms, biases and soft caps all matter."""
     torch.manual_seed(seed)
     model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    if random_weights:
+        randomize_weights(model)
     model.save_pretrained(path)
     save_tokenizer(path)
     return path

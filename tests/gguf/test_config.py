@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 from gguf import RopeScalingType
 
@@ -88,9 +87,3 @@ def test_unsupported_architecture(write_gguf, tiny_tensors):
         ValueError, match=r"'mamba' is not supported; supported: llama, qwen2, qwen3"
     ):
         GGUFModel(path)
-
-
-def test_unsupported_rope_factors_tensor(write_gguf, tiny_tensors):
-    tensors = tiny_tensors("llama") | {"rope_freqs.weight": np.ones(8, dtype=np.float32)}
-    with pytest.raises(ValueError, match="rope_freqs.weight"):
-        GGUFModel(write_gguf("llama", tensors))

@@ -17,7 +17,7 @@ import triton.language as tl
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 
-from pagoda.kernels.triton.activation import _silu_and_mul_kernel
+from pagoda.kernels.triton.activation import _gated_kernel
 from pagoda.kernels.triton.attention_kernels import _attention_kernel, _reduce_splits_kernel
 from pagoda.kernels.triton.gemv import _gemv_kernel, _sum_splits_kernel
 from pagoda.kernels.triton.kv_cache import _write_kv_cache_kernel
@@ -86,7 +86,9 @@ VARIANTS: list[tuple[str, Any, str, dict[str, Any], set[str]]] = [
      {"stride_cb"}),
     ("rms_norm", _rms_norm_kernel, "*bf16", dict(HAS_RESIDUAL=False, BLOCK=4096), set()),
     ("fused_add_rms_norm", _rms_norm_kernel, "*bf16", dict(HAS_RESIDUAL=True, BLOCK=8192), set()),
-    ("silu_and_mul", _silu_and_mul_kernel, "*bf16", dict(BLOCK=1024), set()),
+    ("silu_and_mul", _gated_kernel, "*bf16", dict(ACT=0, BLOCK=1024), set()),
+    ("gelu_and_mul", _gated_kernel, "*bf16", dict(ACT=1, BLOCK=1024), set()),
+    ("gelu_and_mul tanh", _gated_kernel, "*fp16", dict(ACT=2, BLOCK=512), set()),
     ("sample bf16", _sample_kernel, "*bf16", dict(LANES=256), set()),
     ("sample fp32", _sample_kernel, "*fp32", dict(LANES=2), set()),
     ("rotary neox partial", _rotary_kernel, "*bf16",

@@ -1,7 +1,8 @@
-"""The Triton kernels drive the real model: a tiny Llama's greedy tokens with every Triton op
+"""The Triton kernels drive the real model: a tiny Qwen3's greedy tokens with every Triton op
 and the "triton" attention backend equal those of the CPU platform's own kernels, with a
-float32 and with an fp8 KV cache (here in Triton's CPU interpreter; tests/platforms/cuda
-checks the same on a GPU)."""
+float32 and with an fp8 KV cache, and a tiny Gemma 2's (GELU-tanh, soft-capped sliding
+attention, 1 + weight norms) likewise (here in Triton's CPU interpreter;
+tests/platforms/cuda checks the same on a GPU)."""
 
 from __future__ import annotations
 
@@ -19,9 +20,15 @@ from pagoda.plugins import (  # noqa: E402
     get_registries,
     reset_registries,
 )
-from tests.engine.tiny_models import VOCAB, make_checkpoint, tiny_configs  # noqa: E402
+from tests.engine.tiny_models import (  # noqa: E402
+    VOCAB,
+    dense_family_configs,
+    make_checkpoint,
+    tiny_configs,
+)
 
-TRITON_OPS = ("linear", "rms_norm", "fused_add_rms_norm", "rotary_embedding", "silu_and_mul")
+TRITON_OPS = ("linear", "rms_norm", "fused_add_rms_norm", "rotary_embedding", "silu_and_mul",
+              "gelu_and_mul")
 GREEDY = SamplingParams(temperature=0.0, max_tokens=4, ignore_eos=True)
 
 
@@ -33,12 +40,16 @@ def _greedy(path: Path, prompts: list[list[int]], **kwargs: object) -> tuple[lis
     return [o.outputs[0].token_ids for o in outputs], llm.engine.core.info
 
 
-@pytest.mark.parametrize("kv_cache_dtype", ["auto", "fp8"])
-def test_greedy_tokens_match_cpu_kernels(device: str, tmp_path: Path,
+@pytest.mark.parametrize(("arch", "kv_cache_dtype"),
+                         [("qwen3", "auto"), ("qwen3", "fp8"), ("gemma2", "auto")])
+def test_greedy_tokens_match_cpu_kernels(device: str, tmp_path: Path, arch: str,
                                          kv_cache_dtype: str) -> None:
     if device != "cpu":
         pytest.skip("on a GPU, tests/platforms/cuda runs the engine with these kernels")
-    path = make_checkpoint(tmp_path, tiny_configs()["qwen3"])  # q/k norms, GQA 4/2
+    if arch == "qwen3":  # q/k norms, GQA 4/2
+        path = make_checkpoint(tmp_path, tiny_configs()["qwen3"])
+    else:
+        path = make_checkpoint(tmp_path, dense_family_configs()[arch], random_weights=True)
     rng = random.Random(5)
     prompts = [[rng.randrange(3, VOCAB) for _ in range(n)] for n in (3, 19, 1, 9)]
     expected, _ = _greedy(path, prompts, kv_cache_dtype=kv_cache_dtype)

@@ -32,11 +32,16 @@ def random_hf_model(config: PretrainedConfig, seed: int = 0) -> PreTrainedModel:
     model = AutoModelForCausalLM.from_config(
         config, dtype=torch.float32, attn_implementation="eager"
     )
-    with torch.no_grad():
-        for name, param in model.named_parameters():
-            noise = torch.randn_like(param) * 0.1
-            param.copy_(1 + noise if name.endswith("norm.weight") else noise)
+    randomize_weights(model)
     return model.eval()
+
+
+@torch.no_grad()
+def randomize_weights(model: torch.nn.Module) -> None:
+    """Every parameter O(0.1) noise; norm weights 1 + noise."""
+    for name, param in model.named_parameters():
+        noise = torch.randn_like(param) * 0.1
+        param.copy_(1 + noise if name.endswith("norm.weight") else noise)
 
 
 def save_checkpoint(

@@ -1,4 +1,5 @@
-"""Llama, Mistral, Qwen2 and Qwen3 match HF transformers logits through the paged cache."""
+"""The dense families on the shared decoder (Llama, Mistral, Qwen2, Qwen3, Gemma 2, Gemma 3,
+Phi-3) match HF transformers logits through the paged cache."""
 
 from __future__ import annotations
 
@@ -6,7 +7,16 @@ from pathlib import Path
 
 import pytest
 import torch
-from transformers import LlamaConfig, MistralConfig, PreTrainedModel, Qwen2Config, Qwen3Config
+from transformers import (
+    Gemma2Config,
+    Gemma3TextConfig,
+    LlamaConfig,
+    MistralConfig,
+    Phi3Config,
+    PreTrainedModel,
+    Qwen2Config,
+    Qwen3Config,
+)
 
 from pagoda.attention.reference import ReferenceAttentionBackend
 from pagoda.models import load_model
@@ -70,6 +80,29 @@ CASES = {
             },
         ),
         None,
+    ),
+    # Soft caps near the scores' and logits' size; windows shorter than the prompts.
+    "gemma2-softcaps-window": (
+        Gemma2Config,
+        dict(head_dim=16, query_pre_attn_scalar=24, sliding_window=5,
+             attn_logit_softcapping=2.0, final_logit_softcapping=3.0),
+        None,
+    ),
+    "gemma3-rope-per-layer-type": (
+        Gemma3TextConfig,
+        dict(head_dim=16, query_pre_attn_scalar=24, sliding_window=5, num_hidden_layers=3,
+             sliding_window_pattern=2, final_logit_softcapping=3.0, rope_theta=10000.0,
+             rope_local_base_freq=100.0, rope_scaling={"rope_type": "linear", "factor": 8.0},
+             tie_word_embeddings=False),
+        "40KB",
+    ),
+    "phi3-partial-rotary-longrope": (
+        Phi3Config,
+        dict(partial_rotary_factor=0.5, sliding_window=6, pad_token_id=0,
+             original_max_position_embeddings=32,
+             rope_scaling={"type": "longrope", "short_factor": [1.0, 1.5, 2.0, 3.0],
+                           "long_factor": [2.0, 4.0, 8.0, 16.0]}),
+        "40KB",
     ),
 }
 

@@ -8,7 +8,8 @@ from transformers import LlamaConfig, MistralConfig, Qwen2Config, Qwen3Config
 
 from pagoda.attention.reference import ReferenceAttentionBackend
 from pagoda.models import iterate_safetensors, load_hf_config, load_model
-from pagoda.models.llama import LlamaForCausalLM, attention_shape
+from pagoda.models.decoder_spec import attention_shape
+from pagoda.models.llama import LlamaForCausalLM
 from tests.models.model_harness import PagedBatch, random_hf_model, save_checkpoint, tiny_config
 
 CPU = torch.device("cpu")

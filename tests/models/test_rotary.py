@@ -34,6 +34,15 @@ SCALINGS = {
         "mscale": 0.7,
         "mscale_all_dim": 1.0,
     },
+    "longrope": {
+        "short_factor": [1.0, 1.1, 1.3, 1.6, 2.0, 2.5, 3.0, 4.0],
+        "long_factor": [2.0, 3.0, 5.0, 8.0, 12.0, 20.0, 30.0, 40.0],
+        "original_max_position_embeddings": 64,
+    },
+    "longrope-attention-factor": {
+        "short_factor": [1.0] * 8, "long_factor": [4.0] * 8,
+        "original_max_position_embeddings": 64, "attention_factor": 1.3,
+    },
     "yarn-attention-factor": {
         "factor": 4.0,
         "original_max_position_embeddings": 64,
@@ -83,7 +92,8 @@ def test_default_and_old_style_config():
 
 def test_unsupported_rope_type_is_named():
     config = SimpleNamespace(rope_parameters={"rope_type": "mrope"}, max_position_embeddings=64)
-    with pytest.raises(ValueError, match="mrope.*supported: default, linear"):
+    with pytest.raises(ValueError, match=r"rope_parameters\.rope_type 'mrope'.*supported: "
+                                         r"default, linear"):
         rope_parameters(config)
 
 

@@ -30,8 +30,10 @@ def tiny_shapes() -> dict[str, tuple[int, ...]]:
     return shapes
 
 
-def write_tiny_llama(path: Path, type_of: Callable[[str], T]) -> Path:
-    """Write the tiny tied Llama to `path`; `type_of(gguf_name)` picks each matrix's type."""
+def write_tiny_llama(path: Path, type_of: Callable[[str], T],
+                     extra: dict[str, np.ndarray] | None = None) -> Path:
+    """Write the tiny tied Llama to `path`; `type_of(gguf_name)` picks each matrix's type;
+    `extra` tensors are written as they are (e.g. float32 `rope_freqs.weight`)."""
     rng = np.random.default_rng(0)
     writer = gguf.GGUFWriter(path, "llama")
     writer.add_block_count(LAYERS)
@@ -50,6 +52,8 @@ def write_tiny_llama(path: Path, type_of: Callable[[str], T]) -> Path:
         qtype = type_of(name)
         raw = None if qtype == T.F32 else qtype
         writer.add_tensor(name, data if raw is None else quantize(data, qtype), raw_dtype=raw)
+    for name, data in (extra or {}).items():
+        writer.add_tensor(name, data)
     writer.write_header_to_file()
     writer.write_kv_data_to_file()
     writer.write_tensors_to_file()

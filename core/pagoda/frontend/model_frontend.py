@@ -22,12 +22,21 @@ def context_length(hf_config: Any) -> int:
 
 
 def derive_max_model_len(hf_config: Any, requested: int | None) -> int:
+    from pagoda.models.layers.rotary import longrope_context_limit  # torch: engine side
+
     limit = context_length(hf_config)
+    longrope = longrope_context_limit(hf_config)
+    if longrope is not None and longrope < limit:
+        limit, why = longrope, (" as served: its longrope RoPE scaling is implemented with "
+                                "the short factors, which cover the original context "
+                                "(original_max_position_embeddings)")
+    else:
+        why = ""
     if requested is None:
         return limit
     if requested > limit:
         raise ValueError(
-            f"max_model_len={requested} is larger than the model's context length ({limit})"
+            f"max_model_len={requested} is larger than the model's context length ({limit}){why}"
         )
     return requested
 

@@ -6,9 +6,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 from gguf import LlamaFileType
 from transformers import AutoConfig, PretrainedConfig
 
+from pagoda.gguf import rope
 from pagoda.gguf.fields import GGUFMetadata
 
 
@@ -46,25 +48,29 @@ def arch_spec(architecture: str) -> ArchSpec:
 
 
 def build_config(
-    meta: GGUFMetadata, spec: ArchSpec, shapes: Mapping[str, tuple[int, ...]]
+    meta: GGUFMetadata, spec: ArchSpec, shapes: Mapping[str, tuple[int, ...]],
+    rope_freqs: np.ndarray | None = None,
 ) -> PretrainedConfig:
     """The HF config of the model in a GGUF file.
 
     `shapes` maps each GGUF tensor name to its shape in PyTorch order; the
-    tensors decide the vocab size, tied embeddings and attention biases.
+    tensors decide the vocab size, tied embeddings and attention biases. `rope_freqs`
+    is the file's `rope_freqs.weight` (Llama 3.1's RoPE scaling), if it has one.
     """
-    if "rope_freqs.weight" in shapes:
-        raise ValueError(
-            "GGUF tensor 'rope_freqs.weight' (per-dimension RoPE factors, Llama 3.1-style "
-            "scaling) is not supported"
-        )
     hidden = int(meta.arch_get("embedding_length"))
     heads = int(meta.arch_get("attention.head_count"))
     kv_heads = meta.arch_get("attention.head_count_kv", heads)
     if not isinstance(kv_heads, int):
         raise ValueError(f"per-layer attention.head_count_kv ({kv_heads!r}) is not supported")
+    head_dim = int(meta.arch_get("attention.key_length", hidden // heads))
     theta = float(meta.arch_get("rope.freq_base", 10000.0))
-    rope = {"rope_type": "default", "rope_theta": theta, **_rope_scaling(meta)}
+    scaling = _rope_scaling(meta)
+    if rope_freqs is not None:
+        if scaling:
+            raise ValueError(f"GGUF tensor {rope.TENSOR!r} and rope.scaling.type "
+                             f"{scaling['rope_type']!r} both scale RoPE: only one may")
+        scaling = rope.rope_scaling_from_factors(rope_freqs, theta, head_dim)
+    rope_parameters = {"rope_type": "default", "rope_theta": theta, **scaling}
     kwargs: dict[str, Any] = dict(
         architectures=[spec.hf_architecture],
         vocab_size=shapes["token_embd.weight"][0],
@@ -73,10 +79,10 @@ def build_config(
         num_hidden_layers=int(meta.arch_get("block_count")),
         num_attention_heads=heads,
         num_key_value_heads=kv_heads,
-        head_dim=int(meta.arch_get("attention.key_length", hidden // heads)),
+        head_dim=head_dim,
         max_position_embeddings=int(meta.arch_get("context_length")),
         rms_norm_eps=float(meta.arch_get("attention.layer_norm_rms_epsilon")),
-        rope_parameters=rope,
+        rope_parameters=rope_parameters,
         tie_word_embeddings="output.weight" not in shapes,
         bos_token_id=meta.get("tokenizer.ggml.bos_token_id"),
         eos_token_id=meta.get("tokenizer.ggml.eos_token_id"),

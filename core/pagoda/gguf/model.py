@@ -11,8 +11,9 @@ from gguf import GGUFReader
 from transformers import PretrainedConfig, PreTrainedTokenizerBase
 
 from pagoda.gguf.config import arch_spec, build_config
-from pagoda.gguf.dequant import torch_shape
+from pagoda.gguf.dequant import dequantize, torch_shape
 from pagoda.gguf.fields import GGUFMetadata
+from pagoda.gguf.rope import TENSOR as ROPE_FREQS
 from pagoda.gguf.tokenizer import load_tokenizer
 from pagoda.gguf.weights import iter_hf_weights
 from pagoda.quant import CheckpointTensor
@@ -32,7 +33,10 @@ class GGUFModel:
         self.metadata = GGUFMetadata(self._reader)
         self.arch = arch_spec(self.metadata.architecture)
         shapes = {t.name: torch_shape(t) for t in self._reader.tensors}
-        self.config: PretrainedConfig = build_config(self.metadata, self.arch, shapes)
+        rope_freqs = next((dequantize(t) for t in self._reader.tensors
+                           if t.name == ROPE_FREQS), None)
+        self.config: PretrainedConfig = build_config(self.metadata, self.arch, shapes,
+                                                     rope_freqs)
 
     def iter_weights(self, keep_quantized: bool = False) -> Iterator[tuple[str, CheckpointTensor]]:
         """(HF checkpoint name, float32 tensor) pairs, one tensor in memory at a time.

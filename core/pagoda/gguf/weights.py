@@ -12,6 +12,7 @@ from pagoda.gguf.config import ArchSpec
 from pagoda.gguf.dequant import check_supported, dequantize
 from pagoda.gguf.names import hf_name
 from pagoda.gguf.quantized import KEPT_TYPES, quantized_weight
+from pagoda.gguf.rope import TENSOR as ROPE_FREQS
 from pagoda.quant import CheckpointTensor, GroupQuantWeight
 
 
@@ -38,7 +39,8 @@ def iter_hf_weights(
     Names and types are all checked before the first tensor is read, so a file that cannot
     load fails at once with a ValueError naming the tensor.
     """
-    plan = [(tensor, hf_name(tensor.name)) for tensor in tensors]
+    # rope_freqs is the config's RoPE scaling (`pagoda.gguf.rope`), not a weight.
+    plan = [(tensor, hf_name(tensor.name)) for tensor in tensors if tensor.name != ROPE_FREQS]
     for tensor, _ in plan:
         check_supported(tensor.name, tensor.tensor_type)
     heads = {

@@ -19,13 +19,10 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import nn
 
+from pagoda.models.decoder import FeedForward, gated_mlp
+from pagoda.models.decoder_spec import DecoderSpec
 from pagoda.models.layers.moe import MIXTRAL_EXPERT_NAMES, ExpertNames, SparseMoeBlock
-from pagoda.models.llama import (
-    DecoderSpec,
-    FeedForward,
-    LlamaForCausalLM,
-    dense_feed_forward,
-)
+from pagoda.models.llama import LlamaForCausalLM
 from pagoda.quant import QuantMethod
 
 if TYPE_CHECKING:
@@ -90,13 +87,12 @@ class MoeSpec:
         )
 
 
-def moe_feed_forward(moe: MoeSpec, names: ExpertNames, config: PretrainedConfig,
-                     spec: DecoderSpec, index: int, *, dtype: torch.dtype,
-                     quant_method: QuantMethod | None, prefix: str) -> nn.Module:
+def moe_feed_forward(moe: MoeSpec, names: ExpertNames, spec: DecoderSpec, index: int, *,
+                     dtype: torch.dtype, quant_method: QuantMethod | None,
+                     prefix: str) -> nn.Module:
     """A `FeedForward`: the sparse block in the sparse layers, else the dense MLP."""
     if index not in moe.sparse_layers:
-        return dense_feed_forward(config, spec, index, dtype=dtype, quant_method=quant_method,
-                                  prefix=prefix)
+        return gated_mlp(spec, index, dtype=dtype, quant_method=quant_method, prefix=prefix)
     return SparseMoeBlock(spec.hidden_size, moe.num_experts, moe.top_k, moe.intermediate_size,
                           renormalize=moe.renormalize,
                           shared_intermediate_size=moe.shared_intermediate_size, dtype=dtype,

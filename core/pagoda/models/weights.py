@@ -53,9 +53,10 @@ def iterate_safetensors(path: str | Path) -> Iterator[tuple[str, torch.Tensor]]:
 def checkpoint_targets(model: nn.Module) -> dict[str, tuple[str, str | None]]:
     """Checkpoint name -> (model parameter name, shard) for every weight the model expects.
 
-    A merged layer at "a.qkv_proj" with shard "q_proj" expects "a.q_proj.weight"; a module
-    with `checkpoint_shards(attr)` expects "path.<suffix>" for each suffix -> shard it gives;
-    a parameter shared by two modules (tied embeddings) is expected once, by its first name.
+    A merged layer at "a.qkv_proj" with shard "q_proj" expects "a.q_proj.weight" (or, if
+    its checkpoint is fused, "a.qkv_proj.weight" with shard None); a module with
+    `checkpoint_shards(attr)` expects "path.<suffix>" for each suffix -> shard it gives; a
+    parameter shared by two modules (tied embeddings) is expected once, by its first name.
     """
     owned = {name for name, _ in model.named_parameters()}
     targets: dict[str, tuple[str, str | None]] = {}
@@ -66,7 +67,7 @@ def checkpoint_targets(model: nn.Module) -> dict[str, tuple[str, str | None]]:
             name = prefix + pname
             if name not in owned:
                 continue
-            if isinstance(module, MergedColumnParallelLinear):
+            if isinstance(module, MergedColumnParallelLinear) and not module.fused_checkpoint:
                 for shard in module.shards:
                     targets[f"{parent}.{shard}.{pname}".lstrip(".")] = (name, shard)
             elif hasattr(module, "checkpoint_shards"):

@@ -16,8 +16,9 @@ from pagoda.plugins.specs import (
 )
 from pagoda.version import __version__
 
-# HF architecture name -> model class. Llama, Mistral, Qwen2 and Qwen3 share one
-# implementation; their differences (qkv bias, q/k norm, sliding window) are config.
+# HF architecture name -> model class. Every dense family is the shared decoder
+# (`pagoda.models.decoder`) with its own reading of the config; Llama, Mistral, Qwen2 and
+# Qwen3 share one class, their differences (qkv bias, q/k norm, sliding window) being config.
 _DECODER = "pagoda.models.llama:LlamaForCausalLM"
 MODEL_ARCHITECTURES = {
     "LlamaForCausalLM": _DECODER,
@@ -27,6 +28,9 @@ MODEL_ARCHITECTURES = {
     "MixtralForCausalLM": "pagoda.models.moe:MixtralForCausalLM",
     "Qwen2MoeForCausalLM": "pagoda.models.moe:MoeForCausalLM",
     "Qwen3MoeForCausalLM": "pagoda.models.moe:MoeForCausalLM",
+    "Gemma2ForCausalLM": "pagoda.models.gemma:Gemma2ForCausalLM",
+    "Gemma3ForCausalLM": "pagoda.models.gemma:Gemma3ForCausalLM",
+    "Phi3ForCausalLM": "pagoda.models.phi3:Phi3ForCausalLM",
 }
 
 

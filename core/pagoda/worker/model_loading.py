@@ -9,12 +9,12 @@ from torch import nn
 
 from pagoda.attention import AttentionBackend
 from pagoda.model_source import ModelSource
-from pagoda.models.llama import attention_shape
+from pagoda.models.decoder_spec import attention_shape, attention_soft_cap
 from pagoda.models.loader import load_model, resolve_model_class
 from pagoda.models.weights import process_weights_after_loading
 from pagoda.quant import QuantMethod, UnquantizedMethod
 
-__all__ = ["attention_shape", "build_model"]
+__all__ = ["attention_shape", "attention_soft_cap", "build_model"]
 
 
 def build_model(

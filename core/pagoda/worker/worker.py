@@ -30,7 +30,7 @@ from pagoda.platforms.platform import MemoryInfo, budget_within_utilization
 from pagoda.platforms.step_padding import StepShape
 from pagoda.quant.selector import select_quant_method
 from pagoda.worker.decode_graphs import DecodeGraphs, default_capture_sizes
-from pagoda.worker.model_loading import attention_shape, build_model
+from pagoda.worker.model_loading import attention_shape, attention_soft_cap, build_model
 from pagoda.worker.model_runner import ModelRunner
 from pagoda.worker.profile_step import run_profile_step
 
@@ -72,7 +72,7 @@ class Worker(WorkerBase):
         heads = AttentionHeads(num_heads, num_kv_heads, tp.rank, tp.world_size)  # this rank's
         attn_config = AttentionConfig(
             heads.local_heads, heads.local_kv_heads, head_size, dtype, kv_dtype,
-            self.config.cache.block_size, sliding_window,
+            self.config.cache.block_size, sliding_window, attention_soft_cap(self.hf_config),
         )
         self.attn_backend = select_attention_backend(
             self.platform, attn_config, self.config.attention_backend

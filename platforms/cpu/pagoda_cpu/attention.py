@@ -22,13 +22,13 @@ class CpuSdpaAttentionImpl(AttentionImpl):
         write_kv_cache(key, value, kv_cache, metadata.slot_mapping, kv_scales)
         return paged_attention(
             query, kv_cache, metadata.block_tables, metadata.query_start_loc_cpu,
-            metadata.seq_lens_cpu, self.scale, self.sliding_window, kv_scales,
+            metadata.seq_lens_cpu, self.scale, self.sliding_window, self.logits_soft_cap,
+            kv_scales,
         )
 
 
 class CpuSdpaAttentionBackend(AttentionBackend):
     name = "cpu_sdpa"
-    supports_logits_soft_cap = False
     supported_kv_cache_dtypes = (torch.float32, torch.bfloat16, torch.float16,
                                  FP8_KV_CACHE_DTYPE)
 

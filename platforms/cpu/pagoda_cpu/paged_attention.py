@@ -46,6 +46,7 @@ def paged_attention(
     seq_lens: list[int],
     scale: float,
     sliding_window: int | None = None,
+    logits_soft_cap: float | None = None,
     kv_scales: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """See `pagoda.attention.reference.paged_attention`; the offsets come as host lists."""
@@ -65,15 +66,15 @@ def paged_attention(
         lens = [seq_lens[b] for b in decodes]
         if len(decodes) == len(seq_lens):  # a pure decode step: row b is sequence b
             out[:] = _decode(query, kv_cache, block_tables, lens, scale, sliding_window,
-                             kv_scales)
+                             logits_soft_cap, kv_scales)
         else:
             rows = [query_start_loc[b] for b in decodes]
             out[rows] = _decode(query[rows], kv_cache, block_tables[decodes], lens, scale,
-                                sliding_window, kv_scales)
+                                sliding_window, logits_soft_cap, kv_scales)
     for b in others:
         start, end = query_start_loc[b], query_start_loc[b + 1]
         out[start:end] = _prefill(query[start:end], kv_cache, block_tables[b], seq_lens[b],
-                                  scale, sliding_window, kv_scales)
+                                  scale, sliding_window, logits_soft_cap, kv_scales)
     return out
 
 
@@ -101,6 +102,7 @@ def _decode(
     seq_lens: list[int],
     scale: float,
     sliding_window: int | None,
+    logits_soft_cap: float | None,
     kv_scales: torch.Tensor | None,
 ) -> torch.Tensor:
     batch, num_heads, head_size = query.shape
@@ -109,7 +111,8 @@ def _decode(
     longest = max(seq_lens)
     k, v = _gather(kv_cache, tables, longest, kv_scales, query.dtype)  # [B, S, K, D]
     q = query.view(batch, num_kv_heads, group, head_size)
-    scores = torch.matmul(q, k.permute(0, 2, 3, 1)).float() * scale  # [B, K, G, S]
+    scores = _soft_capped(torch.matmul(q, k.permute(0, 2, 3, 1)).float() * scale,
+                          logits_soft_cap)  # [B, K, G, S]
     lens = torch.tensor(seq_lens)[:, None]
     pos = torch.arange(longest)[None, :]
     hidden = pos >= lens
@@ -130,6 +133,7 @@ def _prefill(
     seq_len: int,
     scale: float,
     sliding_window: int | None,
+    logits_soft_cap: float | None,
     kv_scales: torch.Tensor | None,
 ) -> torch.Tensor:
     q_len, num_heads, _ = query.shape
@@ -138,14 +142,23 @@ def _prefill(
     if group > 1:
         k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
     mask = None
-    if sliding_window is not None or q_len != seq_len:
+    if sliding_window is not None or q_len != seq_len or logits_soft_cap is not None:
         q_pos = torch.arange(seq_len - q_len, seq_len)[:, None]
         k_pos = torch.arange(seq_len)[None, :]
         mask = k_pos <= q_pos
         if sliding_window is not None:
             mask &= k_pos > q_pos - sliding_window
-    out = F.scaled_dot_product_attention(
-        query.transpose(0, 1), k.transpose(0, 1), v.transpose(0, 1), attn_mask=mask,
-        is_causal=mask is None, scale=scale,
-    )
+    q, k, v = query.transpose(0, 1), k.transpose(0, 1), v.transpose(0, 1)  # [H, *, D]
+    if logits_soft_cap is not None:  # SDPA cannot cap the scores: attend explicitly, in f32
+        scores = _soft_capped(torch.matmul(q.float(), k.float().transpose(1, 2)) * scale,
+                              logits_soft_cap)
+        probs = scores.masked_fill_(~mask, float("-inf")).softmax(dim=-1)
+        return torch.matmul(probs, v.float()).to(q.dtype).transpose(0, 1)
+    out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=mask is None,
+                                         scale=scale)
     return out.transpose(0, 1)
+
+
+def _soft_capped(scores: torch.Tensor, cap: float | None) -> torch.Tensor:
+    """cap * tanh(scores / cap) (the scores themselves without a cap)."""
+    return scores if cap is None else torch.tanh(scores / cap) * cap

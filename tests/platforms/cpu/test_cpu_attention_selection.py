@@ -1,5 +1,5 @@
-"""Choosing the attention backend on `cpu`: the platform's preference, a fallback when a
-feature is missing, and forced names that cannot be used say why."""
+"""Choosing the attention backend on `cpu`: the platform's preference (whatever the window or
+soft cap), and forced names that cannot be used say why."""
 
 from __future__ import annotations
 
@@ -27,19 +27,16 @@ def _config(**overrides: object) -> AttentionConfig:
 def test_prefers_cpu_sdpa(cpu: Platform) -> None:
     assert select_attention_backend(cpu, _config()).name == "cpu_sdpa"
     assert select_attention_backend(cpu, _config(sliding_window=128)).name == "cpu_sdpa"
-
-
-def test_falls_back_to_reference_for_soft_cap(cpu: Platform) -> None:
-    assert select_attention_backend(cpu, _config(logits_soft_cap=30.0)).name == "reference"
+    assert select_attention_backend(cpu, _config(logits_soft_cap=30.0)).name == "cpu_sdpa"
 
 
 def test_forced_backend_that_cannot_serve_lists_reasons(cpu: Platform) -> None:
-    config = _config(logits_soft_cap=30.0, dtype=torch.float64)
+    config = _config(num_heads=6, num_kv_heads=4, dtype=torch.float64)
     with pytest.raises(AttentionBackendError) as err:
         select_attention_backend(cpu, config, forced="cpu_sdpa")
     msg = str(err.value)
     assert msg.startswith("Attention backend 'cpu_sdpa' cannot be used: ")
-    assert "logits soft-capping is not supported" in msg
+    assert "6 heads not divisible by 4 kv heads" in msg
     assert "dtype torch.float64 not in" in msg
 
 

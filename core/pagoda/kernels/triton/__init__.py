@@ -6,7 +6,7 @@ on the host CPU under ``TRITON_INTERPRET=1`` (set before Triton is imported) for
 small sizes. They accumulate in float32 and never load out of bounds.
 """
 
-from pagoda.kernels.triton.activation import silu_and_mul
+from pagoda.kernels.triton.activation import gelu_and_mul, silu_and_mul
 from pagoda.kernels.triton.attention import num_kv_splits, paged_attention
 from pagoda.kernels.triton.gemv import linear, linear_with
 from pagoda.kernels.triton.kv_cache import write_kv_cache
@@ -20,6 +20,7 @@ __all__ = [
     "fp8_linear",
     "fused_add_rms_norm",
     "fused_moe",
+    "gelu_and_mul",
     "int8_linear",
     "linear",
     "linear_with",

@@ -9,13 +9,19 @@ from pagoda.models.layers.linear import (
     QKVParallelLinear,
     RowParallelLinear,
 )
-from pagoda.models.layers.mlp import SiluMLP
+from pagoda.models.layers.mlp import GatedMLP
 from pagoda.models.layers.norm import RMSNorm
-from pagoda.models.layers.rotary import RotaryEmbedding, get_rotary_embedding, rope_parameters
+from pagoda.models.layers.rotary import (
+    RotaryEmbedding,
+    get_rotary_embedding,
+    layer_rotary_embeddings,
+    rope_parameters,
+)
 
 __all__ = [
     "Attention",
     "ColumnParallelLinear",
+    "GatedMLP",
     "Linear",
     "MergedColumnParallelLinear",
     "ParallelLMHead",
@@ -23,8 +29,8 @@ __all__ = [
     "RMSNorm",
     "RotaryEmbedding",
     "RowParallelLinear",
-    "SiluMLP",
     "VocabParallelEmbedding",
     "get_rotary_embedding",
+    "layer_rotary_embeddings",
     "rope_parameters",
 ]

@@ -66,7 +66,8 @@ class VocabParallelEmbedding(nn.Module):
 
 class ParallelLMHead(nn.Module):
     """Hidden states -> float32 logits [N, vocab]; shares the embedding's weight (and so its
-    split) when `tied_to` is given."""
+    split) when `tied_to` is given. With `soft_cap` (Gemma 2's final logit soft-capping)
+    the logits are soft_cap * tanh(logits / soft_cap)."""
 
     def __init__(
         self,
@@ -75,10 +76,12 @@ class ParallelLMHead(nn.Module):
         *,
         dtype: torch.dtype,
         tied_to: VocabParallelEmbedding | None = None,
+        soft_cap: float | None = None,
     ):
         super().__init__()
         self.tp = tp_group()
         self.vocab_size = vocab_size
+        self.soft_cap = soft_cap
         self.shard = VocabShard.of(vocab_size, self.tp)
         self.checkpoint_slice = self.shard.checkpoint_slice
         if tied_to is not None:
@@ -91,6 +94,8 @@ class ParallelLMHead(nn.Module):
 
     def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
         logits = self._linear(hidden_states, self.weight).float()
+        if self.soft_cap is not None:
+            logits = torch.tanh(logits / self.soft_cap) * self.soft_cap
         if self.tp.world_size == 1:
             return logits
         return self.tp.all_gather(logits, dim=-1)[..., : self.vocab_size]

@@ -149,7 +149,9 @@ class MergedColumnParallelLinear(ColumnParallelLinear):
 
     `shards` maps each checkpoint projection name (e.g. "gate_proj") to its output size in
     the whole model, in stacking order; each rank holds its block of every shard, and a
-    checkpoint's separate shard weights load into their rows.
+    checkpoint's separate shard weights load into their rows. With `fused_checkpoint` the
+    checkpoint stores the shards stacked as one tensor under this layer's own name (Phi-3's
+    qkv_proj, gate_up_proj): each tensor is cut into the shards' parts as it loads.
     """
 
     def __init__(
@@ -161,15 +163,48 @@ class MergedColumnParallelLinear(ColumnParallelLinear):
         dtype: torch.dtype,
         quant_method: QuantMethod | None = None,
         prefix: str = "",
+        fused_checkpoint: bool = False,
     ):
+        self.whole_shards = dict(shards)
         self.shards = self._local_shards(shards)
+        self.fused_checkpoint = fused_checkpoint
         super().__init__(input_size, sum(shards.values()), bias=bias, dtype=dtype,
                          quant_method=quant_method, prefix=prefix)
 
     @property
     def checkpoint_names(self) -> tuple[str, ...]:
+        if self.fused_checkpoint:
+            return (self.prefix,)
         parent = self.prefix.rpartition(".")[0]
         return tuple(f"{parent}.{shard}" if parent else shard for shard in self.shards)
+
+    def load_checkpoint_tensor(self, attr: str, tensor: CheckpointTensor, shard: str | None,
+                               name: str) -> None:
+        """A fused checkpoint's tensor (shard None) loads as its shards' parts, each as if
+        the checkpoint held it separately (so each is cut for this rank as usual)."""
+        if shard is not None or not self.fused_checkpoint:
+            super().load_checkpoint_tensor(attr, tensor, shard, name)
+            return
+        layout = layout_of(getattr(self, attr))
+        dim, offset = layout.output_dim, 0
+        if dim is not None and not layout.per_shard:
+            total = layout.along(dim, sum(self.whole_shards.values()), "the fused shards")
+            if tensor.shape[dim] != total:
+                raise ValueError(f"Weight {name!r} has shape {tuple(tensor.shape)}, the model "
+                                 f"expects {total} along dimension {dim} (the stacked "
+                                 f"{', '.join(self.whole_shards)})")
+        for part_name, size in self.whole_shards.items():
+            if layout.per_shard:  # one value for the fused matrix: every part's
+                part = tensor
+            elif dim is None:
+                raise ValueError(f"Weight {name!r} is not per output feature: it cannot be "
+                                 f"cut into {', '.join(self.whole_shards)}")
+            else:
+                what = f"shard {part_name!r}"
+                part = narrow(tensor, dim, layout.along(dim, offset, what),
+                              layout.along(dim, size, what))
+                offset += size
+            super().load_checkpoint_tensor(attr, part, part_name, name)
 
     def _local_shards(self, shards: dict[str, int]) -> dict[str, int]:
         world = tp_group().world_size
@@ -231,6 +266,7 @@ class QKVParallelLinear(MergedColumnParallelLinear):
         dtype: torch.dtype,
         quant_method: QuantMethod | None = None,
         prefix: str = "",
+        fused_checkpoint: bool = False,
     ):
         tp = tp_group()
         self.heads = AttentionHeads(num_heads, num_kv_heads, tp.rank, tp.world_size)
@@ -241,7 +277,7 @@ class QKVParallelLinear(MergedColumnParallelLinear):
             "v_proj": num_kv_heads * head_size,
         }
         super().__init__(hidden_size, shards, bias=bias, dtype=dtype, quant_method=quant_method,
-                         prefix=prefix)
+                         prefix=prefix, fused_checkpoint=fused_checkpoint)
 
     def _local_shards(self, shards: dict[str, int]) -> dict[str, int]:
         kv = self.heads.local_kv_heads * self.head_size

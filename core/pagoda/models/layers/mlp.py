@@ -1,6 +1,9 @@
-"""The gated SiLU feed-forward block (Llama-style MLP)."""
+"""The gated feed-forward block (Llama-style MLP) with its activation."""
 
 from __future__ import annotations
+
+import functools
+from collections.abc import Callable
 
 import torch
 from torch import nn
@@ -9,20 +12,35 @@ from pagoda.models.layers.linear import MergedColumnParallelLinear, RowParallelL
 from pagoda.ops import current_ops
 from pagoda.quant import QuantMethod
 
+GATE_ACTIVATIONS = {"silu": None, "gelu": "none", "gelu_pytorch_tanh": "tanh"}
+"""The gate activations implemented, by their HF name (`hidden_act`): SiLU, or GELU with
+its `approximate` (exact erf, or the tanh approximation)."""
 
-class SiluMLP(nn.Module):
-    """down_proj(silu(gate_proj(x)) * up_proj(x)), with gate and up fused in one matmul;
-    the intermediate features split over the tensor-parallel ranks."""
+
+def gated_activation(name: str) -> Callable[[torch.Tensor], torch.Tensor]:
+    """act(x[..., :d]) * x[..., d:] for HF activation `name`, from the current op table."""
+    ops = current_ops()
+    if name == "silu":
+        return ops.silu_and_mul
+    return functools.partial(ops.gelu_and_mul, approximate=GATE_ACTIVATIONS[name])
+
+
+class GatedMLP(nn.Module):
+    """down_proj(act(gate_proj(x)) * up_proj(x)), with gate and up fused in one matmul;
+    the intermediate features split over the tensor-parallel ranks. `fused_checkpoint`:
+    the checkpoint stores gate and up as one `gate_up_proj` (Phi-3)."""
 
     def __init__(
         self,
         hidden_size: int,
         intermediate_size: int,
         *,
+        activation: str = "silu",
         bias: bool = False,
         dtype: torch.dtype,
         quant_method: QuantMethod | None = None,
         prefix: str = "",
+        fused_checkpoint: bool = False,
     ):
         super().__init__()
         prefix = f"{prefix}." if prefix else ""
@@ -33,12 +51,13 @@ class SiluMLP(nn.Module):
             dtype=dtype,
             quant_method=quant_method,
             prefix=f"{prefix}gate_up_proj",
+            fused_checkpoint=fused_checkpoint,
         )
         self.down_proj = RowParallelLinear(
             intermediate_size, hidden_size, bias=bias, dtype=dtype, quant_method=quant_method,
             prefix=f"{prefix}down_proj",
         )
-        self._silu_and_mul = current_ops().silu_and_mul
+        self._act_and_mul = gated_activation(activation)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.down_proj(self._silu_and_mul(self.gate_up_proj(x)))
+        return self.down_proj(self._act_and_mul(self.gate_up_proj(x)))

@@ -19,7 +19,7 @@ from torch import nn
 
 from pagoda.distributed import shard_range, tp_group
 from pagoda.models.layers.linear import Linear
-from pagoda.models.layers.mlp import SiluMLP
+from pagoda.models.layers.mlp import GatedMLP
 from pagoda.ops import current_ops
 from pagoda.quant import QuantMethod
 from pagoda.quant.checkpoint import CheckpointTensor, copy_weight, dense
@@ -152,8 +152,8 @@ class SparseMoeBlock(nn.Module):
                                 names=names)
         self.shared_expert = self.shared_expert_gate = None
         if shared_intermediate_size:
-            self.shared_expert = SiluMLP(hidden_size, shared_intermediate_size, dtype=dtype,
-                                         prefix=f"{prefix}.shared_expert")
+            self.shared_expert = GatedMLP(hidden_size, shared_intermediate_size, dtype=dtype,
+                                          prefix=f"{prefix}.shared_expert")
             self.shared_expert_gate = Linear(hidden_size, 1, dtype=dtype,
                                              prefix=f"{prefix}.shared_expert_gate")
 

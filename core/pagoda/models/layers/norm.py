@@ -9,15 +9,28 @@ from pagoda.ops import current_ops
 
 
 class RMSNorm(nn.Module):
-    """x / rms(x) * weight over the last dim (any leading shape, e.g. per head)."""
+    """x / rms(x) * weight over the last dim (any leading shape, e.g. per head).
 
-    def __init__(self, size: int, eps: float, *, dtype: torch.dtype):
+    With `offset` (Gemma) the checkpoint stores w and the norm scales by 1 + w: the weight
+    held is 1 + w in float32, computed as the checkpoint tensor loads, so the scale is the
+    one HF computes (in float32) whatever the model's dtype.
+    """
+
+    def __init__(self, size: int, eps: float, *, dtype: torch.dtype, offset: bool = False):
         super().__init__()
         self.eps = eps
-        self.weight = nn.Parameter(torch.empty(size, dtype=dtype), requires_grad=False)
+        self.offset = offset
+        self.weight = nn.Parameter(
+            torch.empty(size, dtype=torch.float32 if offset else dtype), requires_grad=False
+        )
         ops = current_ops()
         self._rms_norm = ops.rms_norm
         self._fused_add_rms_norm = ops.fused_add_rms_norm
+
+    def checkpoint_slice(self, tensor: torch.Tensor, shard: str | None,
+                         attr: str) -> torch.Tensor:
+        """The weight held for checkpoint tensor `tensor` (1 + w for an offset norm)."""
+        return tensor.float() + 1.0 if self.offset else tensor
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self._rms_norm(x, self.weight, self.eps)
