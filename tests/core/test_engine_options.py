@@ -16,6 +16,7 @@ from pagoda.config import (
     EngineConfig,
     ModelConfig,
     ParallelConfig,
+    PoolerConfig,
     SchedulerConfig,
 )
 from pagoda.config.fields import field_docs, flat_fields, flat_values, from_flat
@@ -38,6 +39,7 @@ NON_DEFAULTS: dict[str, tuple[object, list[str]]] = {
     "generation_config": ("pagoda", ["--generation-config", "pagoda"]),
     "chat_template": (TEMPLATE, ["--chat-template", TEMPLATE]),
     "quantization": ("gguf", ["--quantization", "gguf"]),
+    "runner": ("pooling", ["--runner", "pooling"]),
     "block_size": (32, ["--block-size", "32"]),
     "kv_cache_memory": (2 * 2**30, ["--kv-cache-memory", "2GiB"]),
     "memory_fraction": (0.5, ["--memory-fraction", "0.5"]),
@@ -53,6 +55,8 @@ NON_DEFAULTS: dict[str, tuple[object, list[str]]] = {
     "tensor_parallel_size": (2, ["--tensor-parallel-size", "2"]),
     "pipeline_parallel_size": (2, ["--pipeline-parallel-size", "2"]),
     "data_parallel_size": (2, ["--data-parallel-size", "2"]),
+    "pooling": ("cls", ["--pooling", "cls"]),
+    "normalize_embeddings": (False, ["--no-normalize-embeddings"]),
     "device": ("template", ["--device", "template"]),
     "attention_backend": ("reference", ["--attention-backend", "reference"]),
     "distributed_executor_backend": ("mp", ["--distributed-executor-backend", "mp"]),
@@ -70,10 +74,10 @@ ENGINE_COMMANDS = {
 
 
 def test_every_field_has_a_unique_flat_name_and_a_non_default_here() -> None:
-    sections = (ModelConfig, CacheConfig, SchedulerConfig, ParallelConfig)
+    sections = (ModelConfig, CacheConfig, SchedulerConfig, ParallelConfig, PoolerConfig)
     leaves = [f.name for c in sections for f in dataclasses.fields(c)] + [
         f.name for f in dataclasses.fields(EngineConfig)
-        if f.name not in ("model", "cache", "scheduler", "parallel")]
+        if f.name not in ("model", "cache", "scheduler", "parallel", "pooler")]
     assert len(set(leaves)) == len(leaves) == len(flat_fields(EngineConfig))
     assert list(NON_DEFAULTS) == list(flat_fields(EngineConfig))
     defaults = flat_values(EngineConfig())

@@ -24,7 +24,18 @@ MODEL_ARCHITECTURES = {
     "MistralForCausalLM": _DECODER,
     "Qwen2ForCausalLM": _DECODER,
     "Qwen3ForCausalLM": _DECODER,
+    "BertModel": "pagoda.models.bert:BertModel",
+    "BertForSequenceClassification": "pagoda.models.bert:BertForSequenceClassification",
 }
+
+DECODER_EMBEDDING_ARCHITECTURES = {
+    "LlamaModel": _DECODER,
+    "MistralModel": _DECODER,
+    "Qwen2Model": _DECODER,
+    "Qwen3Model": _DECODER,
+}
+"""Decoders saved without their LM head (an embedding model's checkpoint): the causal LM's
+class, run as a pooling model (`pagoda.models.pooling_adapter`)."""
 
 
 QUANT_METHODS = {
@@ -80,7 +91,9 @@ def pagoda_kernel_providers() -> list[KernelProvider]:
 
 @hookimpl
 def pagoda_model_architectures() -> list[ModelArchSpec]:
-    return [ModelArchSpec(arch, target) for arch, target in MODEL_ARCHITECTURES.items()]
+    return [*(ModelArchSpec(arch, target) for arch, target in MODEL_ARCHITECTURES.items()),
+            *(ModelArchSpec(arch, target, runner="pooling")
+              for arch, target in DECODER_EMBEDDING_ARCHITECTURES.items())]
 
 
 @hookimpl

@@ -10,12 +10,13 @@ from pagoda.models.layers.linear import (
     RowParallelLinear,
 )
 from pagoda.models.layers.mlp import SiluMLP
-from pagoda.models.layers.norm import RMSNorm
+from pagoda.models.layers.norm import LayerNorm, RMSNorm
 from pagoda.models.layers.rotary import RotaryEmbedding, get_rotary_embedding, rope_parameters
 
 __all__ = [
     "Attention",
     "ColumnParallelLinear",
+    "LayerNorm",
     "Linear",
     "MergedColumnParallelLinear",
     "ParallelLMHead",
