@@ -73,8 +73,9 @@ class ModelFrontend:
         """SamplingParams with the model's generation_config.json defaults applied."""
         return SamplingParams(**self.generation_defaults)
 
-    def input_processor(self, max_model_len: int, pooler: PoolerSpec | None) -> InputProcessor:
+    def input_processor(self, max_model_len: int,
+                        pooler: PoolerSpec | None = None) -> InputProcessor:
         """An InputProcessor for the core's final max_model_len and what the model outputs
-        (the core's `info["pooler"]`)."""
+        (the core's `info["pooler"]`; None: it generates)."""
         return InputProcessor(self.tokenizer, max_model_len, self.vocab_size, self.eos_token_id,
                               pooler)
