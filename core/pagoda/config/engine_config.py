@@ -131,8 +131,9 @@ class ModelConfig:
     runner: Literal["auto", "generate", "pooling"] = "auto"
     """generate: text; pooling: embeddings and relevance scores (LLM.embed and LLM.score,
     /v1/embeddings, /v1/score, /v1/rerank). auto: what the architecture is (BertModel,
-    *Model and *ForSequenceClassification pool, a *ForCausalLM generates) except that a
-    causal LM shipped as a sentence-transformers model (modules.json) pools."""
+    BertForSequenceClassification and decoders saved without their LM head, e.g.
+    Qwen3Model, pool; a *ForCausalLM generates), except that a causal LM shipped as a
+    sentence-transformers model (modules.json) pools."""
 
     def __post_init__(self) -> None:
         check_choices(self)

@@ -203,6 +203,7 @@ class Worker(WorkerBase):
             "graph_batch_sizes": self.runner.graphs.sizes
             if isinstance(self.runner, ModelRunner) and self.runner.graphs else [],
             "runner": "pooling" if self.pooling else "generate",
+            "kv_cache_layers": self.num_layers,
             "pooler": self.pooling.pooler_spec if self.pooling else None,
             "whole_prompt_reason": whole_prompt_reason(self.pooling) if self.pooling else None,
             "ops": dict(self.ops.providers),

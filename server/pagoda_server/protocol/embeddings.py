@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator
 
 from pagoda_server.protocol.common import RequestModel
 
@@ -25,14 +25,14 @@ class EmbeddingRequest(RequestModel):
     user: str | None = None
     """Accepted, unused."""
 
-    @model_validator(mode="after")
-    def _check(self) -> EmbeddingRequest:
-        value = self.input
+    @field_validator("input")
+    @classmethod
+    def _check_input(cls, value: str | list[Any]) -> str | list[Any]:
         if isinstance(value, list) and not 1 <= len(value) <= MAX_INPUTS:
             raise ValueError(f"input must hold 1 to {MAX_INPUTS} entries, got {len(value)}")
         if value == "" or (isinstance(value, list) and any(v in ("", []) for v in value)):
             raise ValueError("input must not hold an empty text or token list")
-        return self
+        return value
 
     def inputs(self) -> list[Prompt]:
         """One entry per embedding: text or token ids."""
