@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from pagoda.cli.dataclass_args import dataclass_from_args
+from pagoda.cli.engine_args import engine_config
 from pagoda.cli.main import build_parser, main
 from pagoda.config import (
     CacheConfig,
@@ -199,3 +200,13 @@ def test_list_flags_are_comma_separated_and_repeatable() -> None:
         parser.parse_args(["serve", "--graph-batch-sizes", "1,x"])
     args = parser.parse_args(["serve", "--graph-batch-sizes", "4", "--graph-batch-sizes", "8"])
     assert args.graph_batch_sizes == [4, 8]
+
+
+@pytest.mark.parametrize("command", ENGINE_COMMANDS)
+def test_the_model_may_be_given_as_an_option(command: str) -> None:
+    parser = build_parser()
+    args = parser.parse_args([*ENGINE_COMMANDS[command], "--model", "org/some-model"])
+    assert engine_config(args).model.model == "org/some-model"
+    twice = parser.parse_args([*ENGINE_COMMANDS[command], "org/a", "--model", "org/b"])
+    with pytest.raises(SystemExit, match="the model is given twice"):
+        engine_config(twice)

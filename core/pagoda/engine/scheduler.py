@@ -222,9 +222,8 @@ class Scheduler:
             if request is None:
                 continue  # finished or aborted while the step ran
             pooled = result.pooled.get(item.request_id)
-            if pooled is not None:
-                if request.num_inflight_tokens:  # else preempted since: it is recomputed
-                    outputs.append(self._finish_pooled(request, pooled))
+            if pooled is not None:  # its prompt was computed (even if preempted since)
+                outputs.append(self._finish_pooled(request, pooled))
                 continue
             prompt_lp = result.prompt_logprobs.get(item.request_id, [])
             token = result.sampled.get(item.request_id)
@@ -253,7 +252,6 @@ class Scheduler:
 
     def _finish_pooled(self, request: Request, pooled: list[float]) -> EngineCoreOutput:
         """A pooling request's output arrived: it is finished."""
-        request.num_inflight_tokens -= 1
         status = RequestStatus.FINISHED_STOPPED
         self._finish(request, status)
         return EngineCoreOutput(request.request_id, [], finish_reason=status.finish_reason,

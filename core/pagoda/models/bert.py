@@ -267,11 +267,13 @@ class BertForSequenceClassification(_BertPoolingModel):
     default_pooling = "cls"
     _with_pooler = True
 
-    def __init__(self, config: PretrainedConfig, **kwargs: Any):
-        super().__init__(config, **kwargs)
-        self.classifier = Linear(config.hidden_size, config.num_labels, bias=True,
-                                 dtype=kwargs["dtype"], quant_method=kwargs.get("quant_method"),
-                                 prefix="classifier")
+    def __init__(self, config: PretrainedConfig, *, dtype: torch.dtype,
+                 attn_backend: type[AttentionBackend], quant_method: QuantMethod | None = None,
+                 pooler_spec: PoolerSpec):
+        super().__init__(config, dtype=dtype, attn_backend=attn_backend,
+                         quant_method=quant_method, pooler_spec=pooler_spec)
+        self.classifier = Linear(config.hidden_size, config.num_labels, bias=True, dtype=dtype,
+                                 quant_method=quant_method, prefix="classifier")
 
     def pool(self, hidden: torch.Tensor, spans: list[tuple[int, int]]) -> torch.Tensor:
         assert self.bert.pooler is not None
