@@ -2,7 +2,8 @@
 
 from pagoda.version import __version__
 
-__all__ = ["__version__", "LLM", "SamplingParams", "RequestOutput", "CompletionOutput"]
+__all__ = ["__version__", "LLM", "SamplingParams", "PoolingParams", "RequestOutput",
+           "CompletionOutput", "EmbeddingRequestOutput", "ScoringRequestOutput"]
 
 
 def __getattr__(name: str):
@@ -15,7 +16,12 @@ def __getattr__(name: str):
         from pagoda.sampling_params import SamplingParams
 
         return SamplingParams
-    if name in ("RequestOutput", "CompletionOutput"):
+    if name == "PoolingParams":
+        from pagoda.pooling_params import PoolingParams
+
+        return PoolingParams
+    if name in ("RequestOutput", "CompletionOutput", "EmbeddingRequestOutput",
+                "ScoringRequestOutput"):
         from pagoda import outputs
 
         return getattr(outputs, name)

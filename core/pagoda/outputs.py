@@ -1,5 +1,5 @@
 """What the engine gives back: `LLM.generate`'s outputs (which the server streams), their
-logprobs, and the engine's statistics."""
+logprobs, a pooling model's embeddings and scores, and the engine's statistics."""
 
 from __future__ import annotations
 
@@ -46,6 +46,53 @@ class RequestOutput:
     """Per prompt position; the first is None (nothing predicts it)."""
     num_cached_tokens: int = 0
     metrics: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass
+class PoolingRequestOutput:
+    """What the engine computed for one request of a pooling model (one output, once
+    finished): the embedding, or a cross-encoder's score."""
+
+    request_id: str
+    prompt: str | None
+    prompt_token_ids: list[int]
+    data: list[float] | None
+    """The embedding, or [score]; None when the request was aborted."""
+    finish_reason: str = "stop"
+    """"stop", or "abort"."""
+    num_cached_tokens: int = 0
+    finished: bool = True
+
+
+@dataclass
+class EmbeddingOutput:
+    embedding: list[float]
+
+
+@dataclass
+class EmbeddingRequestOutput:
+    """One prompt's embedding (`LLM.embed`)."""
+
+    request_id: str
+    prompt: str | None
+    prompt_token_ids: list[int]
+    outputs: EmbeddingOutput
+
+
+@dataclass
+class ScoringOutput:
+    score: float
+
+
+@dataclass
+class ScoringRequestOutput:
+    """One text pair's relevance score (`LLM.score`): a cross-encoder's output, or the
+    cosine similarity of the two texts' embeddings."""
+
+    request_id: str
+    prompt_token_ids: list[int]
+    """The tokens scored: the pair's, or both texts' one after the other (embeddings)."""
+    outputs: ScoringOutput
 
 
 @dataclass

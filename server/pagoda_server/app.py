@@ -8,7 +8,15 @@ import pagoda_server
 from pagoda.frontend.async_llm import AsyncLLM
 from pagoda_server.auth import APIKeyMiddleware
 from pagoda_server.errors import install_error_handlers
-from pagoda_server.handlers import anthropic, chat, completions, service, tokens
+from pagoda_server.handlers import (
+    anthropic,
+    chat,
+    completions,
+    embeddings,
+    scoring,
+    service,
+    tokens,
+)
 from pagoda_server.metrics import ServerMetrics
 from pagoda_server.state import ServerState
 
@@ -20,6 +28,6 @@ def build_app(engine: AsyncLLM, api_keys: list[str]) -> FastAPI:
     app.state.pagoda = ServerState(engine, ServerMetrics(engine))
     install_error_handlers(app)
     app.add_middleware(APIKeyMiddleware, keys=api_keys)
-    for module in (completions, chat, anthropic, tokens, service):
+    for module in (completions, chat, anthropic, embeddings, scoring, tokens, service):
         app.include_router(module.router)
     return app

@@ -10,12 +10,14 @@ from pathlib import Path
 import pytest
 
 from pagoda.cli.dataclass_args import dataclass_from_args
+from pagoda.cli.engine_args import engine_config
 from pagoda.cli.main import build_parser, main
 from pagoda.config import (
     CacheConfig,
     EngineConfig,
     ModelConfig,
     ParallelConfig,
+    PoolerConfig,
     SchedulerConfig,
 )
 from pagoda.config.fields import field_docs, flat_fields, flat_values, from_flat
@@ -38,6 +40,7 @@ NON_DEFAULTS: dict[str, tuple[object, list[str]]] = {
     "generation_config": ("pagoda", ["--generation-config", "pagoda"]),
     "chat_template": (TEMPLATE, ["--chat-template", TEMPLATE]),
     "quantization": ("gguf", ["--quantization", "gguf"]),
+    "runner": ("pooling", ["--runner", "pooling"]),
     "block_size": (32, ["--block-size", "32"]),
     "kv_cache_memory": (2 * 2**30, ["--kv-cache-memory", "2GiB"]),
     "memory_fraction": (0.5, ["--memory-fraction", "0.5"]),
@@ -54,6 +57,8 @@ NON_DEFAULTS: dict[str, tuple[object, list[str]]] = {
     "pipeline_parallel_size": (2, ["--pipeline-parallel-size", "2"]),
     "data_parallel_size": (2, ["--data-parallel-size", "2"]),
     "enable_expert_parallel": (True, ["--enable-expert-parallel"]),
+    "pooling": ("cls", ["--pooling", "cls"]),
+    "normalize_embeddings": (False, ["--no-normalize-embeddings"]),
     "device": ("template", ["--device", "template"]),
     "attention_backend": ("reference", ["--attention-backend", "reference"]),
     "distributed_executor_backend": ("mp", ["--distributed-executor-backend", "mp"]),
@@ -71,10 +76,10 @@ ENGINE_COMMANDS = {
 
 
 def test_every_field_has_a_unique_flat_name_and_a_non_default_here() -> None:
-    sections = (ModelConfig, CacheConfig, SchedulerConfig, ParallelConfig)
+    sections = (ModelConfig, CacheConfig, SchedulerConfig, ParallelConfig, PoolerConfig)
     leaves = [f.name for c in sections for f in dataclasses.fields(c)] + [
         f.name for f in dataclasses.fields(EngineConfig)
-        if f.name not in ("model", "cache", "scheduler", "parallel")]
+        if f.name not in ("model", "cache", "scheduler", "parallel", "pooler")]
     assert len(set(leaves)) == len(leaves) == len(flat_fields(EngineConfig))
     assert list(NON_DEFAULTS) == list(flat_fields(EngineConfig))
     defaults = flat_values(EngineConfig())
@@ -196,3 +201,13 @@ def test_list_flags_are_comma_separated_and_repeatable() -> None:
         parser.parse_args(["serve", "--graph-batch-sizes", "1,x"])
     args = parser.parse_args(["serve", "--graph-batch-sizes", "4", "--graph-batch-sizes", "8"])
     assert args.graph_batch_sizes == [4, 8]
+
+
+@pytest.mark.parametrize("command", ENGINE_COMMANDS)
+def test_the_model_may_be_given_as_an_option(command: str) -> None:
+    parser = build_parser()
+    args = parser.parse_args([*ENGINE_COMMANDS[command], "--model", "org/some-model"])
+    assert engine_config(args).model.model == "org/some-model"
+    twice = parser.parse_args([*ENGINE_COMMANDS[command], "org/a", "--model", "org/b"])
+    with pytest.raises(SystemExit, match="the model is given twice"):
+        engine_config(twice)

@@ -65,6 +65,35 @@ def _erf_only_gelu(x, approximate="none"):
     return reference.gelu_and_mul(x, "none")
 
 
+def _rms_layer_norm(x, weight, bias, eps):
+    return reference.rms_norm(x, weight, eps) + (0 if bias is None else bias)
+
+
+def _biasless_layer_norm(x, weight, bias, eps):
+    return reference.layer_norm(x, weight, None, eps)
+
+
+def _erf_only_plain_gelu(x, approximate="none"):
+    return reference.gelu(x, "none")
+
+
+def _causal_encoder_attention(query, key, value, query_start_loc, scale):
+    out = torch.zeros_like(query)
+    bounds = query_start_loc.tolist()
+    for start, end in zip(bounds, bounds[1:]):
+        q, k, v = (t[start:end].float().transpose(0, 1) for t in (query, key, value))
+        k, v = (t.repeat_interleave(q.shape[0] // t.shape[0], dim=0) for t in (k, v))
+        out[start:end] = F.scaled_dot_product_attention(
+            q, k, v, is_causal=True, scale=scale).transpose(0, 1).to(query.dtype)
+    return out
+
+
+def _one_sequence_encoder_attention(query, key, value, query_start_loc, scale):
+    """Attends across the sequences of the step, as if they were one."""
+    end = torch.tensor([0, int(query_start_loc[-1])], dtype=query_start_loc.dtype)
+    return reference.encoder_attention(query, key, value, end, scale)
+
+
 def _raises(x):
     raise NotImplementedError("kernel not written yet")
 
@@ -83,6 +112,12 @@ MUTANTS: list[tuple[str, Callable[..., Any], torch.dtype, str | None, str]] = [
     ("silu_and_mul", _swapped_silu, torch.bfloat16, None, "elements beyond"),
     ("gelu_and_mul", _erf_only_gelu, torch.float32, "approximate=tanh", "elements beyond"),
     ("silu_and_mul", _raises, torch.float32, None, "raised NotImplementedError"),
+    ("layer_norm", _rms_layer_norm, torch.float32, None, "elements beyond"),
+    ("layer_norm", _biasless_layer_norm, torch.bfloat16, "bias", "elements beyond"),
+    ("gelu", _erf_only_plain_gelu, torch.float32, "approximate=tanh", "elements beyond"),
+    ("encoder_attention", _causal_encoder_attention, torch.float32, None, "elements beyond"),
+    ("encoder_attention", _one_sequence_encoder_attention, torch.float16, ",",
+     "elements beyond"),
 ]
 
 

@@ -2,9 +2,10 @@
 
 from pagoda.config import SchedulerConfig
 from pagoda.engine.kv_cache_manager import KVCacheManager
-from pagoda.engine.request import RequestStatus
+from pagoda.engine.request import Request, RequestStatus
 from pagoda.engine.scheduler import Scheduler
 from pagoda.engine.scheduler_output import ModelRunnerOutput
+from pagoda.pooling_params import PoolingParams
 from tests.engine.helpers import make_request
 
 BS = 4
@@ -177,3 +178,23 @@ def test_fork_waits_for_its_first_sibling_then_shares_prompt_blocks():
     ids = {s.request_id: s for s in out.scheduled}
     assert ids["p#1"].num_computed_tokens == 8
     assert ids["p#1"].block_ids[:2] == ids["p#0"].block_ids[:2]
+
+
+def test_a_pooling_request_finishes_with_its_pooled_output():
+    """Its prompt only: pooled in the step of its last chunk, then finished by the output."""
+    sched = make_scheduler(max_tokens=8)
+    req = Request("p", list(range(1, 13)), None, 0, pooling_params=PoolingParams(),
+                  token_type_ids=[0] * 12)
+    sched.add_request(req)
+    out = sched.schedule()
+    assert [(len(s.token_ids), s.sample) for s in out.scheduled] == [(8, False)]
+    (new,) = out.new_requests
+    assert (new.pooling_params, new.token_type_ids) == (req.pooling_params, [0] * 12)
+    assert sched.update_from_output(out, ModelRunnerOutput()) == []
+    out = sched.schedule()
+    assert [(len(s.token_ids), s.sample) for s in out.scheduled] == [(4, True)]
+    assert sched.schedule().is_empty  # nothing more to compute while its output is in flight
+    (done,) = sched.update_from_output(out, ModelRunnerOutput(pooled={"p": [0.5, 0.25]}))
+    assert (done.pooled, done.finish_reason, done.new_token_ids) == ([0.5, 0.25], "stop", [])
+    assert req.status == RequestStatus.FINISHED_STOPPED
+    assert not sched.has_unfinished_requests() and sched.kv_cache.usage == 0.0

@@ -21,6 +21,8 @@ def _message() -> StepOutputs:
         EngineCoreOutput("d", [8], finish_reason="stop", stop_reason=8),
         EngineCoreOutput("e#1", [2], new_logprobs=[lp], new_prompt_logprobs=[lp],
                          finish_reason="length"),
+        EngineCoreOutput("f", [], finish_reason="stop", num_cached_tokens=16,
+                         pooled=[0.125, -2.5, 1e-3]),  # a pooling request's output
     ], EngineStats(4, 1, 0.25, 10, 3, 0))
 
 

@@ -2,9 +2,11 @@
 
 The document is OpenAPI 3.1 but still marks optional-null values with OpenAPI 3.0's
 `nullable: true`, which JSON Schema ignores; it is rewritten to "or null", its intended
-meaning. One documented deviation: a streamed /v1/completions chunk is a
+meaning. Documented deviations: a streamed /v1/completions chunk is a
 CreateCompletionResponse (the spec says both share one shape) whose `finish_reason` is
-null until the choice ends, as OpenAI's own API streams it.
+null until the choice ends, as OpenAI's own API streams it; an embedding asked for with
+`encoding_format: base64` is a string (the spec lists only the float array), as OpenAI's
+own API returns it.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import yaml
 
 SPEC = Path("/work/shared/specs/openai-openapi.yaml")
 COMPLETION_CHUNK = "CreateCompletionResponse (stream chunk)"
+EMBEDDING_BASE64 = "CreateEmbeddingResponse (base64)"
 
 
 def _with_nullable(node: Any) -> Any:
@@ -42,6 +45,11 @@ def spec() -> dict[str, Any]:
     chunk["properties"]["choices"]["items"]["properties"]["finish_reason"] = {
         "anyOf": [finish, {"type": "null"}]}
     schemas[COMPLETION_CHUNK] = chunk
+    base64 = copy.deepcopy(schemas["CreateEmbeddingResponse"])
+    item = copy.deepcopy(schemas["Embedding"])
+    item["properties"]["embedding"] = {"type": "string", "contentEncoding": "base64"}
+    base64["properties"]["data"]["items"] = item
+    schemas[EMBEDDING_BASE64] = base64
     return document
 
 

@@ -5,7 +5,9 @@ from pagoda.config.engine_config import (
     EngineConfig,
     ModelConfig,
     ParallelConfig,
+    PoolerConfig,
     SchedulerConfig,
 )
 
-__all__ = ["CacheConfig", "EngineConfig", "ModelConfig", "ParallelConfig", "SchedulerConfig"]
+__all__ = ["CacheConfig", "EngineConfig", "ModelConfig", "ParallelConfig", "PoolerConfig",
+           "SchedulerConfig"]

@@ -128,6 +128,12 @@ class ModelConfig:
     (compressed-tensors, fp8, gptq, awq), else dense weights (a GGUF's dequantized);
     fp8, int8, int4: quantize a dense checkpoint at load (FP8 or INT8 weights and
     activations, or 4-bit weights); gguf: keep a GGUF's Q4_0/Q4_1/Q8_0 weights quantized."""
+    runner: Literal["auto", "generate", "pooling"] = "auto"
+    """generate: text; pooling: embeddings and relevance scores (LLM.embed and LLM.score,
+    /v1/embeddings, /v1/score, /v1/rerank). auto: what the architecture is (BertModel,
+    BertForSequenceClassification and decoders saved without their LM head, e.g.
+    Qwen3Model, pool; a *ForCausalLM generates), except that a causal LM shipped as a
+    sentence-transformers model (modules.json) pools."""
 
     def __post_init__(self) -> None:
         check_choices(self)
@@ -138,6 +144,23 @@ class ModelConfig:
             self.served_model_name = [self.served_model_name]
         if self.chat_template is not None:
             self.chat_template = read_chat_template(self.chat_template)
+
+
+@dataclass
+class PoolerConfig:
+    """How a pooling model turns a prompt's hidden states into one embedding."""
+
+    pooling: Literal["mean", "cls", "last"] | None = None
+    """mean over the prompt's tokens, its first (cls) or its last token. None: what the
+    checkpoint's sentence-transformers Pooling module says, else the model's own (last for
+    a decoder, mean for an encoder, as sentence-transformers builds one)."""
+    normalize_embeddings: bool | None = None
+    """Scale each embedding to unit length. None: where the checkpoint has a
+    sentence-transformers Normalize module, else the model's own (yes for a decoder, no for
+    an encoder)."""
+
+    def __post_init__(self) -> None:
+        check_choices(self)
 
 
 @dataclass
@@ -251,6 +274,7 @@ class EngineConfig:
     cache: CacheConfig = field(default_factory=CacheConfig)
     scheduler: SchedulerConfig = field(default_factory=SchedulerConfig)
     parallel: ParallelConfig = field(default_factory=ParallelConfig)
+    pooler: PoolerConfig = field(default_factory=PoolerConfig)
     device: str | None = None
     """Platform name or auto (the best usable one); None: PAGODA_DEVICE, else auto. Holds
     the chosen platform's name once the config is built."""

@@ -15,10 +15,10 @@ import gc
 import logging
 from collections import deque
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
-from pagoda.config import EngineConfig
+from pagoda.config import EngineConfig, SchedulerConfig
 from pagoda.engine.kv_cache_manager import KVCacheManager
 from pagoda.engine.request import Request, RequestStatus
 from pagoda.engine.scheduler import Scheduler
@@ -56,18 +56,24 @@ class EngineCore:
         block_size = config.cache.block_size
         self.num_blocks = self.executor.determine_num_kv_blocks()
         self.executor.initialize_cache(self.num_blocks)
+        described = self.executor.collective_rpc("describe")[0]
         capacity = self.num_blocks * block_size
         if max_model_len > capacity:
             logger.warning("KV cache holds %d tokens, below the model's %d: max_model_len "
                            "lowered to %d", capacity, max_model_len, capacity)
             max_model_len = capacity
+        scheduler_config, prefix_caching = config.scheduler, config.cache.enable_prefix_caching
+        if described["whole_prompt_reason"]:
+            scheduler_config, max_model_len = _whole_prompts(
+                scheduler_config, max_model_len, described["whole_prompt_reason"],
+                prefix_caching)
+            prefix_caching = False
         self.max_model_len = max_model_len
-        self.kv_cache = KVCacheManager(self.num_blocks, block_size,
-                                       config.cache.enable_prefix_caching)
+        self.kv_cache = KVCacheManager(self.num_blocks, block_size, prefix_caching)
         stages = config.parallel.pipeline_parallel_size
         # Pipeline stages take a step each: a request waits for its token before its next
         # step (the first stage never holds the last stage's tokens).
-        self.scheduler = Scheduler(config.scheduler, self.kv_cache, max_model_len,
+        self.scheduler = Scheduler(scheduler_config, self.kv_cache, max_model_len,
                                    stages=stages)
         overlap = config.scheduler.async_scheduling
         if overlap and not platform.supports_async_scheduling:
@@ -80,7 +86,7 @@ class EngineCore:
         """Steps left in flight when `step` returns (one more runs while it waits)."""
         self._in_flight: deque[_InFlightStep] = deque()
         self.info = {
-            **self.executor.collective_rpc("describe")[0],
+            **described,
             "kv_cache_blocks": self.num_blocks,
             "kv_cache_tokens": capacity,
             "max_model_len": max_model_len,
@@ -136,3 +142,19 @@ class EngineCore:
 
     def shutdown(self) -> None:
         self.executor.shutdown()
+
+
+def _whole_prompts(config: SchedulerConfig, max_model_len: int, reason: str,
+                   prefix_caching: bool) -> tuple[SchedulerConfig, int]:
+    """The scheduler config (and max_model_len) under which every prompt runs in one step:
+    no chunked prefill, and no prompt longer than a step's token budget."""
+    if config.enable_chunked_prefill or prefix_caching:
+        logger.info("Chunked prefill and prefix caching are off: %s, so each prompt runs in "
+                    "one step", reason)
+    budget = config.max_num_batched_tokens
+    if max_model_len > budget:
+        logger.warning("A step holds %d tokens (max_num_batched_tokens), below the model's "
+                       "%d: max_model_len lowered to %d (each prompt runs in one step)",
+                       budget, max_model_len, budget)
+        max_model_len = budget
+    return replace(config, enable_chunked_prefill=False), max_model_len

@@ -54,13 +54,14 @@ class KVCacheManager:
     def find_computed_blocks(self, request: Request) -> list[KVBlock]:
         """Blocks whose KV this (not yet allocated) request can reuse: its fork parent's
         prompt blocks, else a prefix-cache hit. At least the last token is left to compute
-        (its logits are needed), and prompt logprobs need every position computed."""
+        (its logits are needed, or, for a pooling request, its own hidden state), and
+        prompt logprobs need every position computed."""
         max_blocks = (request.num_tokens - 1) // self.block_size
         parent = request.fork_of
         if parent is not None and parent.request_id in self._blocks:
             shared = min(max_blocks, parent.num_computed_tokens // self.block_size)
             return self._blocks[parent.request_id][:shared]
-        if not self.enable_prefix_caching or request.sampling_params.prompt_logprobs is not None:
+        if not self.enable_prefix_caching or request.wants_prompt_logprobs:
             return []
         self._update_hashes(request, request.num_tokens)
         hits = []

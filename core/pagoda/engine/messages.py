@@ -69,7 +69,8 @@ class StepOutputs:
         cheaper for the core's loop to pickle and for the client's reader thread to
         unpickle, every step."""
         rows = [(o.request_id, o.new_token_ids, o.new_logprobs, o.new_prompt_logprobs,
-                 o.finish_reason, o.stop_reason, o.num_cached_tokens) for o in self.outputs]
+                 o.finish_reason, o.stop_reason, o.num_cached_tokens, o.pooled)
+                for o in self.outputs]
         return _unpack_step_outputs, (rows, self.stats)
 
 

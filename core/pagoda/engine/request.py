@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from pagoda.pooling_params import PoolingParams
     from pagoda.sampling_params import SamplingParams
 
 
@@ -35,18 +36,26 @@ class RequestStatus(enum.Enum):
 
 @dataclass(eq=False)
 class Request:
-    """One sequence being generated. `n > 1` requests are fanned out into siblings that
-    share their first sibling's prompt blocks (`fork_of`)."""
+    """One sequence being generated, or one prompt of a pooling model (its output is the
+    pooled hidden states, computed when its prompt is). `n > 1` requests are fanned out
+    into siblings that share their first sibling's prompt blocks (`fork_of`)."""
 
     request_id: str
     prompt_token_ids: list[int]
-    sampling_params: SamplingParams
+    sampling_params: SamplingParams | None
+    """None for a pooling request."""
     max_tokens: int
-    """Output tokens allowed: the user's max_tokens capped by the context length."""
+    """Output tokens allowed: the user's max_tokens capped by the context length (0 for a
+    pooling request)."""
     eos_token_id: int | None = None
     arrival_time: float = field(default_factory=time.monotonic)
     priority: int = 0
     fork_of: Request | None = None
+    pooling_params: PoolingParams | None = None
+    """Set for a pooling request (and then sampling_params is None)."""
+    token_type_ids: list[int] | None = None
+    """Per prompt token, its segment (a cross-encoder's text pair: 0 for the first text, 1
+    for the second); None: all 0."""
 
     output_token_ids: list[int] = field(default_factory=list)
     num_computed_tokens: int = 0
@@ -81,7 +90,12 @@ class Request:
         """Whether sampling its next token needs its previous ones on the host (penalties,
         bad words), so no step may be scheduled while one of its tokens is in flight."""
         params = self.sampling_params
-        return params.has_penalties or bool(params.bad_words_token_ids)
+        return params is not None and (params.has_penalties or bool(params.bad_words_token_ids))
+
+    @property
+    def wants_prompt_logprobs(self) -> bool:
+        """Whether every prompt position's logits are needed."""
+        return self.sampling_params is not None and self.sampling_params.prompt_logprobs is not None
 
     @property
     def is_finished(self) -> bool:

@@ -11,6 +11,9 @@ engine core overlaps host and device work): a request whose token is in flight i
 decoded at that token's position with a placeholder id the model runner fills in on the
 device. If the arriving token finishes the request, the step already scheduled for it
 computes one token that is thrown away.
+
+A pooling request is a prompt and nothing more: the step that computes its last prompt
+token pools its hidden states (`sample` is set), and that output finishes it.
 """
 
 from __future__ import annotations
@@ -111,7 +114,7 @@ class Scheduler:
             not self.placeholders
             or request.num_output_tokens + request.num_inflight_tokens >= request.max_tokens
         ):
-            return 0  # it waits for the token in flight, or that token is its last
+            return 0  # it waits for the token in flight, or that token (a pooled output) is its last
         remaining = request.num_tokens + request.num_inflight_tokens - request.num_computed_tokens
         return min(remaining, budget, self.max_model_len - request.num_computed_tokens)
 
@@ -191,7 +194,8 @@ class Scheduler:
             if request.request_id in self._new_to_workers:
                 out.new_requests.append(NewRequestData(
                     request.request_id, request.prompt_token_ids, list(request.output_token_ids),
-                    request.sampling_params, request.eos_token_id,
+                    request.sampling_params, request.eos_token_id, request.pooling_params,
+                    request.token_type_ids,
                 ))
             out.scheduled.append(ScheduledRequest(
                 request_id=request.request_id,
@@ -217,6 +221,10 @@ class Scheduler:
             request = self.requests.get(item.request_id)
             if request is None:
                 continue  # finished or aborted while the step ran
+            pooled = result.pooled.get(item.request_id)
+            if pooled is not None:  # its prompt was computed (even if preempted since)
+                outputs.append(self._finish_pooled(request, pooled))
+                continue
             prompt_lp = result.prompt_logprobs.get(item.request_id, [])
             token = result.sampled.get(item.request_id)
             if token is None:
@@ -241,6 +249,14 @@ class Scheduler:
             if status is not None:
                 self._finish(request, status)
         return outputs
+
+    def _finish_pooled(self, request: Request, pooled: list[float]) -> EngineCoreOutput:
+        """A pooling request's output arrived: it is finished."""
+        status = RequestStatus.FINISHED_STOPPED
+        self._finish(request, status)
+        return EngineCoreOutput(request.request_id, [], finish_reason=status.finish_reason,
+                                num_cached_tokens=max(request.num_cached_tokens, 0),
+                                pooled=pooled)
 
     def _check_stop(self, request: Request, token: int) -> RequestStatus | None:
         params = request.sampling_params

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Protocol
 from pagoda.outputs import TokenLogprobs
 
 if TYPE_CHECKING:
+    from pagoda.pooling_params import PoolingParams
     from pagoda.sampling_params import SamplingParams
 
 
@@ -19,8 +20,11 @@ class NewRequestData:
     request_id: str
     prompt_token_ids: list[int]
     output_token_ids: list[int]
-    sampling_params: SamplingParams
+    sampling_params: SamplingParams | None
     eos_token_id: int | None
+    pooling_params: PoolingParams | None = None
+    """Set for a pooling request (and then sampling_params is None)."""
+    token_type_ids: list[int] | None = None
 
 
 @dataclass
@@ -35,7 +39,8 @@ class ScheduledRequest:
     block_ids: list[int]
     """The request's whole block table."""
     sample: bool
-    """Whether this step reaches the request's last known token, so a new one is sampled."""
+    """Whether this step reaches the request's last known token, so a new one is sampled
+    (a pooling request: its prompt is computed, so its output is pooled)."""
 
 
 @dataclass
@@ -56,12 +61,14 @@ class SchedulerOutput:
 
 @dataclass
 class ModelRunnerOutput:
-    """Per request that sampled this step: its new token (and logprobs)."""
+    """Per request that sampled this step: its new token (and logprobs); per pooling
+    request whose prompt this step finished: its pooled output."""
 
     sampled: dict[str, int] = field(default_factory=dict)
     logprobs: dict[str, TokenLogprobs] = field(default_factory=dict)
     prompt_logprobs: dict[str, list[TokenLogprobs]] = field(default_factory=dict)
     """Logprobs of the prompt tokens computed this step (each chunk of a prefill)."""
+    pooled: dict[str, list[float]] = field(default_factory=dict)
 
     def result(self) -> ModelRunnerOutput:
         """A finished output is its own result (see `StepResult`)."""
@@ -86,3 +93,5 @@ class EngineCoreOutput:
     finish_reason: str | None = None
     stop_reason: int | str | None = None
     num_cached_tokens: int = 0
+    pooled: list[float] | None = None
+    """A pooling request's output (it comes with the request's finish)."""

@@ -1,23 +1,34 @@
-"""`LLM`: offline batch generation in one process."""
+"""`LLM`: offline batch generation, embeddings and scores in one process."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from tqdm.auto import tqdm
 
 from pagoda.config import EngineConfig
+from pagoda.frontend.input_processor import ProcessedPrompt
 from pagoda.frontend.llm_engine import LLMEngine
 from pagoda.inputs import PromptInput
-from pagoda.outputs import RequestOutput
+from pagoda.outputs import (
+    EmbeddingOutput,
+    EmbeddingRequestOutput,
+    PoolingRequestOutput,
+    RequestOutput,
+    ScoringOutput,
+    ScoringRequestOutput,
+)
+from pagoda.pooling import cosine_similarity, score_pairs
+from pagoda.pooling_params import PoolingParams
 from pagoda.sampling_params import SamplingParams
 
 Message = dict[str, Any]
 
 
 class LLM:
-    """Generate text for batches of prompts.
+    """Generate text for batches of prompts, or (a pooling model) embed them and score
+    text pairs.
 
     >>> llm = LLM()  # the embedded SmolLM2-135M-Instruct on the best device
     >>> llm.chat([{"role": "user", "content": "Hi!"}])[0].outputs[0].text
@@ -43,11 +54,7 @@ class LLM:
         priority: Sequence[int] | None = None,
     ) -> list[RequestOutput]:
         """Generate for each prompt (text, token ids, or a dict); outputs in input order."""
-        if isinstance(prompts, (str, dict)) or (
-            isinstance(prompts, list) and prompts and isinstance(prompts[0], int)
-        ):
-            prompts = [prompts]
-        prompts = list(prompts)
+        prompts = _prompt_list(prompts)
         if sampling_params is None:
             sampling_params = self.engine.default_sampling_params()
         if isinstance(sampling_params, SamplingParams):
@@ -57,23 +64,94 @@ class LLM:
         if priority is not None and len(priority) != len(prompts):
             raise ValueError(f"got {len(priority)} priorities for {len(prompts)} prompts")
 
+        def add(i: int, request_id: str) -> None:
+            self.engine.add_request(request_id, prompts[i], sampling_params[i],
+                                    priority[i] if priority is not None else 0,
+                                    final_only=True)
+
+        return self._run_all(len(prompts), add, use_tqdm)  # type: ignore[return-value]
+
+    def encode(
+        self,
+        prompts: PromptInput | Sequence[PromptInput | ProcessedPrompt],
+        pooling_params: PoolingParams | None = None,
+        *,
+        use_tqdm: bool = True,
+    ) -> list[PoolingRequestOutput]:
+        """A pooling model's raw output for each prompt (an embedding, or a tokenized text
+        pair's score); outputs in input order. See `embed` and `score`."""
+        prompt_list = _prompt_list(prompts)
+        params = pooling_params or PoolingParams()
+
+        def add(i: int, request_id: str) -> None:
+            self.engine.add_pooling_request(request_id, prompt_list[i], params)
+
+        return self._run_all(len(prompt_list), add, use_tqdm)  # type: ignore[return-value]
+
+    def embed(
+        self,
+        prompts: PromptInput | Sequence[PromptInput],
+        pooling_params: PoolingParams | None = None,
+        *,
+        use_tqdm: bool = True,
+    ) -> list[EmbeddingRequestOutput]:
+        """Each prompt's embedding (text, token ids, or a dict), in input order, pooled and
+        normalized as the model says (`PoolingParams.dimensions` shortens a Matryoshka
+        model's).
+
+        >>> llm = LLM("path/to/all-MiniLM-L6-v2")
+        >>> llm.embed(["Hello!"])[0].outputs.embedding  # 384 floats
+        """
+        outputs = self.encode(prompts, pooling_params or PoolingParams(), use_tqdm=use_tqdm)
+        return [EmbeddingRequestOutput(o.request_id, o.prompt, o.prompt_token_ids,
+                                       EmbeddingOutput(_data(o))) for o in outputs]
+
+    def score(
+        self,
+        text_1: str | Sequence[str],
+        text_2: str | Sequence[str],
+        *,
+        use_tqdm: bool = True,
+    ) -> list[ScoringRequestOutput]:
+        """The relevance score of each pair: one text_1 against each text_2, or text_1[i]
+        against text_2[i]. A cross-encoder reads each pair as one input; an embedding
+        model scores the cosine similarity of the two texts' embeddings."""
+        pairs = score_pairs(text_1, text_2)
+        pooler = self.engine.pooler
+        if pooler is not None and pooler.task == "score":
+            tokenize = self.engine.input_processor.tokenize_pair
+            outputs = self.encode([tokenize(a, b) for a, b in pairs],
+                                  PoolingParams(task="score"), use_tqdm=use_tqdm)
+            return [ScoringRequestOutput(o.request_id, o.prompt_token_ids,
+                                         ScoringOutput(_data(o)[0])) for o in outputs]
+        texts = list(dict.fromkeys(text for pair in pairs for text in pair))
+        embedded = dict(zip(texts, self.encode(texts, use_tqdm=use_tqdm), strict=True))
+        return [ScoringRequestOutput(
+            f"{embedded[a].request_id}+{embedded[b].request_id}",
+            embedded[a].prompt_token_ids + embedded[b].prompt_token_ids,
+            ScoringOutput(cosine_similarity(_data(embedded[a]), _data(embedded[b]))),
+        ) for a, b in pairs]
+
+    def _run_all(self, count: int, add: Callable[[int, str], None],
+                 use_tqdm: bool) -> list[RequestOutput | PoolingRequestOutput]:
+        """Add `count` requests (`add(index, request_id)`) and run them to the end; their
+        final outputs in order. Any failure aborts those already added."""
         order: dict[str, int] = {}
         try:
-            for i, (prompt, params) in enumerate(zip(prompts, sampling_params)):
+            for i in range(count):
                 request_id = self.engine.next_request_id()
-                self.engine.add_request(request_id, prompt, params,
-                                        priority[i] if priority is not None else 0,
-                                        final_only=True)
+                add(i, request_id)
                 order[request_id] = i
-            return self._run(order, use_tqdm and len(prompts) > 1)
+            return self._run(order, use_tqdm and count > 1)
         except BaseException:
             for request_id in order:
                 self.engine.abort_request(request_id)
             raise
 
-    def _run(self, order: dict[str, int], show_progress: bool) -> list[RequestOutput]:
-        results: list[RequestOutput | None] = [None] * len(order)
-        bar = tqdm(total=len(order), desc="Generating", unit="req", disable=not show_progress)
+    def _run(self, order: dict[str, int],
+             show_progress: bool) -> list[RequestOutput | PoolingRequestOutput]:
+        results: list[RequestOutput | PoolingRequestOutput | None] = [None] * len(order)
+        bar = tqdm(total=len(order), desc="Processing", unit="req", disable=not show_progress)
         with bar:
             while self.engine.has_unfinished_requests():
                 for output in self.engine.step():
@@ -113,3 +191,17 @@ class LLM:
         if isinstance(ids, dict) or hasattr(ids, "input_ids"):  # BatchEncoding in transformers 5
             ids = ids["input_ids"]
         return list(ids)
+
+
+def _prompt_list(prompts: Any) -> list[Any]:
+    """One prompt (text, token ids, a dict) as a list of one; a list of prompts as it is."""
+    if isinstance(prompts, (str, dict)) or (
+        isinstance(prompts, list) and prompts and isinstance(prompts[0], int)
+    ):
+        return [prompts]
+    return list(prompts)
+
+
+def _data(output: PoolingRequestOutput) -> list[float]:
+    assert output.data is not None, "a finished pooling request has its output"
+    return output.data

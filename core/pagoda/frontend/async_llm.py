@@ -11,20 +11,25 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from pagoda.config import EngineConfig
 from pagoda.engine.messages import FinishRequests, StepOutputs
-from pagoda.engine.request import RequestStatus
+from pagoda.engine.request import Request, RequestStatus
 from pagoda.frontend.core_client import EngineDeadError, EngineStartupError
 from pagoda.frontend.engine_cores import EngineCores, combined_stats
+from pagoda.frontend.input_processor import ProcessedPrompt
 from pagoda.frontend.model_frontend import ModelFrontend
 from pagoda.frontend.output_processor import OutputProcessor
 from pagoda.inputs import PromptInput
-from pagoda.outputs import EngineStats, RequestOutput
+from pagoda.outputs import EngineStats, PoolingRequestOutput, RequestOutput
+from pagoda.pooling import PoolerSpec
+from pagoda.pooling_params import PoolingParams
 from pagoda.sampling_params import SamplingParams
+
+Output = RequestOutput | PoolingRequestOutput
 
 __all__ = ["AsyncLLM", "EngineDeadError", "EngineStartupError", "RequestCounters"]
 
@@ -34,15 +39,18 @@ class RequestCounters:
     """Totals since start-up, for the server's /metrics."""
 
     prompt_tokens: int = 0
-    """Prompt tokens of requests that got their first output token (once per request)."""
+    """Prompt tokens of requests that got their first output token or their pooled output
+    (once per request)."""
     generation_tokens: int = 0
     """Tokens the core generated."""
     finished: dict[str, int] = field(default_factory=dict)
-    """Finished completions by finish reason ("stop", "length", "abort"); n > 1 counts n."""
+    """Finished completions (and pooling requests) by finish reason ("stop", "length",
+    "abort"); n > 1 counts n."""
 
-    def count_finished(self, output: RequestOutput) -> None:
-        for completion in output.outputs:
-            reason = completion.finish_reason or "abort"
+    def count_finished(self, output: RequestOutput | PoolingRequestOutput) -> None:
+        reasons = ([output.finish_reason] if isinstance(output, PoolingRequestOutput)
+                   else [c.finish_reason or "abort" for c in output.outputs])
+        for reason in reasons:
             self.finished[reason] = self.finished.get(reason, 0) + 1
 
 
@@ -56,21 +64,21 @@ class _Stream:
     def __init__(self, loop: asyncio.AbstractEventLoop):
         self.loop = loop
         self.ready = asyncio.Event()
-        self.pending: RequestOutput | Exception | None = None
+        self.pending: Output | Exception | None = None
         self.prompt_counted = False
 
-    def deliver(self, item: RequestOutput | Exception) -> None:
+    def deliver(self, item: Output | Exception) -> None:
         """On the consumer's loop: keep the newest output, or an error over any output."""
         if not isinstance(self.pending, Exception):
             self.pending = item
         self.ready.set()
 
-    def put(self, item: RequestOutput | Exception) -> None:
+    def put(self, item: Output | Exception) -> None:
         """From any thread."""
         with contextlib.suppress(RuntimeError):  # raised when the consumer's loop has closed
             self.loop.call_soon_threadsafe(self.deliver, item)
 
-    async def next(self) -> RequestOutput | Exception:
+    async def next(self) -> Output | Exception:
         await self.ready.wait()
         self.ready.clear()
         item, self.pending = self.pending, None
@@ -78,7 +86,7 @@ class _Stream:
         return item
 
 
-def _deliver_all(items: list[tuple[_Stream, RequestOutput]]) -> None:
+def _deliver_all(items: list[tuple[_Stream, Output]]) -> None:
     for stream, output in items:
         stream.deliver(output)
 
@@ -113,7 +121,9 @@ class AsyncLLM:
                                   self._on_outputs, self._on_death)
         self.info: dict[str, Any] = self._cores.info
         self.max_model_len: int = self._cores.max_model_len
-        self._input_processor = self.frontend.input_processor(self.max_model_len)
+        self.pooler: PoolerSpec | None = self.info["pooler"]
+        """What the model outputs if it is a pooling model; None: it generates."""
+        self._input_processor = self.frontend.input_processor(self.max_model_len, self.pooler)
 
     # ---- requests ---------------------------------------------------------------------
 
@@ -138,6 +148,36 @@ class AsyncLLM:
         finally:
             if not finished:
                 self._abort(request_id, stream)
+
+    async def encode(self, prompt: PromptInput | ProcessedPrompt, params: PoolingParams,
+                     request_id: str, priority: int = 0) -> PoolingRequestOutput:
+        """A pooling model's output for one prompt: its embedding, or a text pair's score
+        (`tokenize_pair`). Bad input raises ValueError (TypeError for a prompt of the
+        wrong type) before the core hears of the request. Cancellation aborts it; so does
+        `abort`, after which the output's data is None. If the core dies, raises
+        EngineDeadError."""
+        self._raise_if_dead()
+        processed = (prompt if isinstance(prompt, ProcessedPrompt)
+                     else self._input_processor.tokenize(prompt))
+        request = self._input_processor.make_pooling_request(request_id, processed, params,
+                                                             priority)
+        stream = self._submit(request_id, [request],
+                              lambda: self._output_processor.add_pooling(request_id, processed))
+        finished = False
+        try:
+            item = await stream.next()
+            if isinstance(item, Exception):
+                raise item
+            finished = True
+            assert isinstance(item, PoolingRequestOutput)
+            return item
+        finally:
+            if not finished:
+                self._abort(request_id, stream)
+
+    def tokenize_pair(self, text_1: str, text_2: str) -> ProcessedPrompt:
+        """A text pair as the model's tokenizer encodes it for a cross-encoder."""
+        return self._input_processor.tokenize_pair(text_1, text_2)
 
     async def abort(self, request_id: str) -> None:
         """Abort a request; its consumer gets a last output with finish_reason "abort"."""
@@ -216,13 +256,19 @@ class AsyncLLM:
         self._raise_if_dead()
         processed = self._input_processor.tokenize(prompt)
         requests = self._input_processor.make_requests(request_id, processed, params, priority)
+        return self._submit(request_id, requests, lambda: self._output_processor.add(
+            request_id, processed, requests))
+
+    def _submit(self, request_id: str, requests: list[Request],
+                track: Callable[[], None]) -> _Stream:
+        """Send a request's core requests and `track` it in the output processor."""
         stream = _Stream(asyncio.get_running_loop())
         with self._lock:
             self._raise_if_dead()
             if request_id in self._streams:
                 raise ValueError(f"request id {request_id!r} is already in use")
             self._cores.add(request_id, requests)
-            self._output_processor.add(request_id, processed, requests)
+            track()
             self._streams[request_id] = stream
         return stream
 
@@ -256,10 +302,11 @@ class AsyncLLM:
                 with contextlib.suppress(EngineDeadError):  # a dead core frees nothing
                     self._cores.clients[core].send(FinishRequests(
                         stopped, RequestStatus.FINISHED_STOPPED))
-            by_loop: dict[asyncio.AbstractEventLoop, list[tuple[_Stream, RequestOutput]]] = {}
+            by_loop: dict[asyncio.AbstractEventLoop, list[tuple[_Stream, Output]]] = {}
             for output in outputs:
                 stream = self._streams[output.request_id]
-                if not stream.prompt_counted and any(c.token_ids for c in output.outputs):
+                if not stream.prompt_counted and (isinstance(output, PoolingRequestOutput)
+                                                  or any(c.token_ids for c in output.outputs)):
                     stream.prompt_counted = True
                     self._counters.prompt_tokens += len(output.prompt_token_ids)
                 if output.finished:

@@ -8,11 +8,14 @@ import logging
 from pagoda.config import EngineConfig
 from pagoda.engine.core import EngineCore
 from pagoda.engine.request import RequestStatus
+from pagoda.frontend.input_processor import ProcessedPrompt
 from pagoda.frontend.model_frontend import ModelFrontend
 from pagoda.frontend.output_processor import OutputProcessor
 from pagoda.inputs import PromptInput
 from pagoda.model_source import ModelSource
-from pagoda.outputs import RequestOutput
+from pagoda.outputs import PoolingRequestOutput, RequestOutput
+from pagoda.pooling import PoolerSpec
+from pagoda.pooling_params import PoolingParams
 from pagoda.sampling_params import SamplingParams
 
 logger = logging.getLogger(__name__)
@@ -34,7 +37,9 @@ class LLMEngine:
         self.generation_defaults = frontend.generation_defaults
         self.core = EngineCore(config, self.source, self.hf_config, config.model.max_model_len)
         self.max_model_len = self.core.max_model_len
-        self.input_processor = frontend.input_processor(self.max_model_len)
+        self.pooler: PoolerSpec | None = self.core.info["pooler"]
+        """What the model outputs if it is a pooling model; None: it generates."""
+        self.input_processor = frontend.input_processor(self.max_model_len, self.pooler)
         self.output_processor = OutputProcessor(self.tokenizer)
         self._ids = itertools.count()
 
@@ -57,14 +62,26 @@ class LLMEngine:
         for request in requests:
             self.core.add_request(request)
 
-    def abort_request(self, request_id: str) -> RequestOutput | None:
+    def add_pooling_request(self, request_id: str, prompt: PromptInput | ProcessedPrompt,
+                            params: PoolingParams, priority: int = 0) -> None:
+        """Queue a pooling model's request; `step()` reports it once, finished."""
+        if self.output_processor.has_request(request_id):
+            raise ValueError(f"request id {request_id!r} is already in use")
+        processed = (prompt if isinstance(prompt, ProcessedPrompt)
+                     else self.input_processor.tokenize(prompt))
+        request = self.input_processor.make_pooling_request(request_id, processed, params,
+                                                            priority)
+        self.output_processor.add_pooling(request_id, processed)
+        self.core.add_request(request)
+
+    def abort_request(self, request_id: str) -> RequestOutput | PoolingRequestOutput | None:
         self.core.abort_requests(self.output_processor.child_ids(request_id))
         return self.output_processor.abort(request_id)
 
     def has_unfinished_requests(self) -> bool:
         return self.core.has_unfinished_requests()
 
-    def step(self) -> list[RequestOutput]:
+    def step(self) -> list[RequestOutput | PoolingRequestOutput]:
         outputs, stopped = self.output_processor.process(self.core.step())
         if stopped:
             self.core.scheduler.finish_requests(stopped, RequestStatus.FINISHED_STOPPED)

@@ -9,6 +9,7 @@ from typing import Any
 from pagoda.config import EngineConfig
 from pagoda.frontend.input_processor import InputProcessor
 from pagoda.model_source import ModelSource, resolve_model
+from pagoda.pooling import PoolerSpec, read_sentence_transformers_config
 from pagoda.sampling_params import SamplingParams
 
 
@@ -21,7 +22,10 @@ def context_length(hf_config: Any) -> int:
     raise ValueError("cannot tell the model's context length from its config; set max_model_len")
 
 
-def derive_max_model_len(hf_config: Any, requested: int | None) -> int:
+def derive_max_model_len(hf_config: Any, requested: int | None,
+                         default_limit: int | None = None) -> int:
+    """The requested max_model_len, checked against the model's context length; None: that
+    length, or `default_limit` (a sentence-transformers model's max_seq_length) if lower."""
     from pagoda.models.layers.rotary import longrope_context_limit  # torch: engine side
 
     limit = context_length(hf_config)
@@ -33,7 +37,7 @@ def derive_max_model_len(hf_config: Any, requested: int | None) -> int:
     else:
         why = ""
     if requested is None:
-        return limit
+        return min(limit, default_limit or limit)
     if requested > limit:
         raise ValueError(
             f"max_model_len={requested} is larger than the model's context length ({limit}){why}"
@@ -58,7 +62,11 @@ class ModelFrontend:
         tokenizer = source.tokenizer(config.model.tokenizer)
         if config.model.chat_template:
             tokenizer.chat_template = config.model.chat_template
-        config.model.max_model_len = derive_max_model_len(hf_config, config.model.max_model_len)
+        checkpoint = (read_sentence_transformers_config(source.path)
+                      if source.format == "hf" and config.model.runner != "generate" else None)
+        config.model.max_model_len = derive_max_model_len(
+            hf_config, config.model.max_model_len,
+            checkpoint.max_seq_length if checkpoint else None)
         eos = getattr(hf_config, "eos_token_id", None)
         eos = eos[0] if isinstance(eos, list) else eos
         if eos is None:
@@ -74,6 +82,9 @@ class ModelFrontend:
         """SamplingParams with the model's generation_config.json defaults applied."""
         return SamplingParams(**self.generation_defaults)
 
-    def input_processor(self, max_model_len: int) -> InputProcessor:
-        """An InputProcessor for the core's final max_model_len."""
-        return InputProcessor(self.tokenizer, max_model_len, self.vocab_size, self.eos_token_id)
+    def input_processor(self, max_model_len: int,
+                        pooler: PoolerSpec | None = None) -> InputProcessor:
+        """An InputProcessor for the core's final max_model_len and what the model outputs
+        (the core's `info["pooler"]`; None: it generates)."""
+        return InputProcessor(self.tokenizer, max_model_len, self.vocab_size, self.eos_token_id,
+                              pooler)

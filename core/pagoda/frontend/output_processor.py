@@ -1,4 +1,5 @@
-"""Front-end output handling: detokenize, apply stop strings, build RequestOutputs.
+"""Front-end output handling: detokenize, apply stop strings, build RequestOutputs (and a
+pooling model's PoolingRequestOutputs).
 
 This runs on AsyncLLM's reader thread for every token of every request, so the per-token
 path stays lean: one clock read per step, stop-string bookkeeping computed once per
@@ -16,7 +17,7 @@ from pagoda.engine.request import Request
 from pagoda.engine.scheduler_output import EngineCoreOutput
 from pagoda.frontend.detokenizer import IncrementalDetokenizer
 from pagoda.frontend.input_processor import ProcessedPrompt
-from pagoda.outputs import CompletionOutput, RequestOutput, TokenLogprobs
+from pagoda.outputs import CompletionOutput, PoolingRequestOutput, RequestOutput, TokenLogprobs
 from pagoda.sampling_params import SamplingParams
 
 
@@ -91,6 +92,11 @@ class OutputProcessor:
         self.tokenizer = tokenizer
         self._parents: dict[str, _Parent] = {}
         self._children: dict[str, tuple[_Parent, _Completion]] = {}
+        self._pooling: dict[str, ProcessedPrompt] = {}
+        """Pooling requests in flight (one core request each, under the same id)."""
+
+    def add_pooling(self, request_id: str, prompt: ProcessedPrompt) -> None:
+        self._pooling[request_id] = prompt
 
     def add(self, request_id: str, prompt: ProcessedPrompt, requests: list[Request],
             final_only: bool = False) -> None:
@@ -114,14 +120,19 @@ class OutputProcessor:
             self._children[child_id] = (parent, child)
 
     def has_request(self, request_id: str) -> bool:
-        return request_id in self._parents
+        return request_id in self._parents or request_id in self._pooling
 
     def child_ids(self, request_id: str) -> list[str]:
+        if request_id in self._pooling:
+            return [request_id]
         parent = self._parents.get(request_id)
         return list(parent.children) if parent else []
 
-    def abort(self, request_id: str) -> RequestOutput | None:
+    def abort(self, request_id: str) -> RequestOutput | PoolingRequestOutput | None:
         """Mark a request aborted and forget it; returns its final output."""
+        pooling = self._pooling.pop(request_id, None)
+        if pooling is not None:
+            return _pooling_output(request_id, pooling, None, "abort")
         parent = self._parents.pop(request_id, None)
         if parent is None:
             return None
@@ -131,14 +142,23 @@ class OutputProcessor:
                 child.finish_reason = "abort"
         return parent.output(True, time.monotonic())
 
-    def process(self, outputs: list[EngineCoreOutput]) -> tuple[list[RequestOutput], list[str]]:
-        """Apply one step's outputs. Returns the updated requests and the child ids the
-        core must stop (they hit a stop string)."""
+    def process(self, outputs: list[EngineCoreOutput]
+                ) -> tuple[list[RequestOutput | PoolingRequestOutput], list[str]]:
+        """Apply one step's outputs. Returns the updated requests (a pooling request's
+        output once, finished) and the child ids the core must stop (they hit a stop
+        string)."""
         now = time.monotonic()
         updated: dict[str, _Parent] = {}
         to_abort: list[str] = []
         children = self._children
+        results: list[RequestOutput | PoolingRequestOutput] = []
         for out in outputs:
+            if out.pooled is not None:
+                prompt = self._pooling.pop(out.request_id, None)
+                if prompt is not None:  # else aborted meanwhile
+                    results.append(_pooling_output(out.request_id, prompt, out.pooled, "stop",
+                                                   out.num_cached_tokens))
+                continue
             entry = children.get(out.request_id)
             if entry is None:
                 continue
@@ -155,7 +175,6 @@ class OutputProcessor:
                 if self._add_tokens(child, out):
                     to_abort.append(out.request_id)
             updated[parent.request_id] = parent
-        results = []
         for parent_id, parent in updated.items():
             finished = parent.finished
             if finished:
@@ -202,3 +221,9 @@ class OutputProcessor:
         child.text = child.text[: index + len(stop) if params.include_stop_str_in_output else index]
         child.finish_reason, child.stop_reason = "stop", stop
         return True
+
+
+def _pooling_output(request_id: str, prompt: ProcessedPrompt, data: list[float] | None,
+                    finish_reason: str, num_cached_tokens: int = 0) -> PoolingRequestOutput:
+    return PoolingRequestOutput(request_id, prompt.prompt, prompt.prompt_token_ids, data,
+                                finish_reason, num_cached_tokens)

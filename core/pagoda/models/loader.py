@@ -12,6 +12,8 @@ from torch import nn
 from transformers import AutoConfig, PretrainedConfig
 
 from pagoda.attention import AttentionBackend
+from pagoda.models.pooler import model_runner
+from pagoda.models.pooling_adapter import as_pooling_model
 from pagoda.models.weights import (
     fill_dummy_weights,
     iterate_safetensors,
@@ -19,6 +21,7 @@ from pagoda.models.weights import (
     safetensors_files,
 )
 from pagoda.plugins import get_registries, load_target
+from pagoda.pooling import PoolerSpec
 from pagoda.quant import QuantMethod
 
 LoadFormat = Literal["auto", "safetensors", "dummy"]
@@ -29,9 +32,15 @@ def load_hf_config(path: str | os.PathLike[str]) -> PretrainedConfig:
     return AutoConfig.from_pretrained(str(path))
 
 
-def resolve_model_class(config: PretrainedConfig) -> type[nn.Module]:
+def resolve_model_class(config: PretrainedConfig, runner: str = "auto", *,
+                        sentence_transformers: bool = False) -> type[nn.Module]:
     """The registered model class for the config's `architectures` (a config without
-    them: the causal LM transformers builds for its `model_type`)."""
+    them: the causal LM transformers builds for its `model_type`), as `runner` asks.
+
+    runner "auto" takes what the architecture is (its registration's `runner`, else the
+    class's own), except that a causal LM with a `sentence_transformers` config pools;
+    "pooling" turns a causal LM into an embedding model; a pooling model cannot generate.
+    """
     models = get_registries().models
     architectures = getattr(config, "architectures", None) or []
     if not architectures:
@@ -39,13 +48,21 @@ def resolve_model_class(config: PretrainedConfig) -> type[nn.Module]:
 
         default = MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.get(getattr(config, "model_type", None))
         architectures = [default] if default else []
-    for arch in architectures:
-        if arch in models:
-            return load_target(models.get(arch).spec.model)
-    raise ValueError(
-        f"Unsupported model architecture {architectures or '(none in config)'}; "
-        f"supported: {', '.join(models.names())}"
-    )
+    arch = next((a for a in architectures if a in models), None)
+    if arch is None:
+        raise ValueError(
+            f"Unsupported model architecture {architectures or '(none in config)'}; "
+            f"supported: {', '.join(models.names())}"
+        )
+    spec = models.get(arch).spec
+    model_cls = load_target(spec.model)
+    own = model_runner(model_cls)
+    if runner == "auto":
+        runner = spec.runner or ("pooling" if sentence_transformers else own)
+    if runner == "generate" and "pooling" in (own, spec.runner):
+        raise ValueError(f"runner 'generate': {arch} is a pooling model (embeddings or "
+                         "scores, no LM head); it cannot generate text")
+    return as_pooling_model(model_cls) if runner != own else model_cls
 
 
 def load_model(
@@ -57,11 +74,15 @@ def load_model(
     load_format: LoadFormat = "auto",
     seed: int = 0,
     quant_method: QuantMethod | None = None,
+    model_cls: type[nn.Module] | None = None,
+    pooler: PoolerSpec | None = None,
 ) -> nn.Module:
     """Build the model on `device` (under the caller's `use_ops` table) and load its weights.
 
     `model` is a local HF model directory, or a config for dummy weights. "auto" reads the
     directory's safetensors; "dummy" fills deterministic random weights from `seed`.
+    `model_cls`: the class to build (None: the config's, `resolve_model_class`), with
+    `pooler` if it is a pooling model.
     """
     if isinstance(model, PretrainedConfig):
         config, model_dir = model, None
@@ -72,17 +93,21 @@ def load_model(
         config = load_hf_config(model_dir)
     weights = None if load_format == "dummy" else _checkpoint_weights(model_dir, load_format)
 
-    model_cls = resolve_model_class(config)
+    model_cls = model_cls or resolve_model_class(config)
     with torch.device(device):
-        module = model_cls(
-            config, dtype=dtype, attn_backend=attn_backend, quant_method=quant_method
-        )
+        module = model_cls(config, dtype=dtype, attn_backend=attn_backend,
+                           quant_method=quant_method, **pooler_kwargs(pooler))
     if weights is None:
         fill_dummy_weights(module, seed)
     else:
         module.load_weights(weights)
     process_weights_after_loading(module)
     return module.eval()
+
+
+def pooler_kwargs(pooler: PoolerSpec | None) -> dict[str, PoolerSpec]:
+    """The constructor keyword a pooling model class takes (nothing for a generating one)."""
+    return {} if pooler is None else {"pooler_spec": pooler}
 
 
 def _checkpoint_weights(

@@ -1,8 +1,8 @@
 """Plain-PyTorch reference implementations: they define what each op means.
 
 Every provider of an op must match these (see `pagoda.testing` conformance tests).
-Shapes: T tokens, H query heads, B rows. Attention is not an op: its reference is
-`pagoda.attention.reference`.
+Shapes: T tokens, H query heads, K kv heads, D head size, B rows. Attention over the paged
+KV cache is not an op: its reference is `pagoda.attention.reference`.
 """
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ import torch.nn.functional as F
 from pagoda.ops.moe_reference import fused_moe
 from pagoda.ops.quant_reference import fp8_linear, int8_linear, woq_linear
 
-__all__ = ["all_reduce", "fp8_linear", "fused_add_rms_norm", "fused_moe", "gelu_and_mul",
-           "int8_linear", "linear", "rms_norm", "rotary_embedding", "sample_from_logits",
-           "silu_and_mul", "woq_linear"]
+__all__ = ["all_reduce", "encoder_attention", "fp8_linear", "fused_add_rms_norm", "fused_moe",
+           "gelu", "gelu_and_mul", "int8_linear", "layer_norm", "linear", "rms_norm",
+           "rotary_embedding", "sample_from_logits", "silu_and_mul", "woq_linear"]
 
 linear = F.linear
 """linear(x, weight, bias=None): x @ weight^T (+ bias) for x [..., K], weight [N, K] as
@@ -163,3 +163,38 @@ def all_reduce(x: torch.Tensor, group: Any) -> torch.Tensor:
     registers as a provider."""
     dist.all_reduce(x, group=group)
     return x
+
+
+def layer_norm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
+               eps: float) -> torch.Tensor:
+    """(x - mean(x)) / sqrt(var(x) + eps) * weight (+ bias) over the last dim (biased
+    variance), computed in float32, returned in x's dtype."""
+    return F.layer_norm(x.float(), x.shape[-1:], weight.float(),
+                        None if bias is None else bias.float(), eps).to(x.dtype)
+
+
+def gelu(x: torch.Tensor, approximate: str = "none") -> torch.Tensor:
+    """gelu(x), computed in float32; `approximate` is "none" (erf) or "tanh"."""
+    return F.gelu(x.float(), approximate=approximate).to(x.dtype)
+
+
+def encoder_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+                      query_start_loc: torch.Tensor, scale: float) -> torch.Tensor:
+    """Bidirectional attention of each sequence's tokens over its own: softmax(q k^T *
+    scale) v per head, with query heads grouped over the kv heads (GQA), in float32.
+
+    query [T, H, D], key and value [T, K, D]; sequence b owns rows
+    query_start_loc[b]:query_start_loc[b + 1] (int32 [B + 1]); rows past the last
+    sequence (padding) are zeros. Nothing is cached: a prompt attends to the tokens of its
+    own step only. Returns [T, H, D] in query's dtype.
+    """
+    out = torch.zeros_like(query)
+    group = query.shape[1] // key.shape[1]
+    bounds = query_start_loc.tolist()
+    for start, end in zip(bounds, bounds[1:]):
+        q = query[start:end].float()
+        k = key[start:end].float().repeat_interleave(group, dim=1)
+        v = value[start:end].float().repeat_interleave(group, dim=1)
+        probs = (torch.einsum("qhd,khd->hqk", q, k) * scale).softmax(dim=-1)
+        out[start:end] = torch.einsum("hqk,khd->qhd", probs, v).to(query.dtype)
+    return out

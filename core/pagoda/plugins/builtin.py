@@ -31,7 +31,18 @@ MODEL_ARCHITECTURES = {
     "Gemma2ForCausalLM": "pagoda.models.gemma:Gemma2ForCausalLM",
     "Gemma3ForCausalLM": "pagoda.models.gemma:Gemma3ForCausalLM",
     "Phi3ForCausalLM": "pagoda.models.phi3:Phi3ForCausalLM",
+    "BertModel": "pagoda.models.bert:BertModel",
+    "BertForSequenceClassification": "pagoda.models.bert:BertForSequenceClassification",
 }
+
+DECODER_EMBEDDING_ARCHITECTURES = {
+    "LlamaModel": _DECODER,
+    "MistralModel": _DECODER,
+    "Qwen2Model": _DECODER,
+    "Qwen3Model": _DECODER,
+}
+"""Decoders saved without their LM head (an embedding model's checkpoint): the causal LM's
+class, run as a pooling model (`pagoda.models.pooling_adapter`)."""
 
 
 QUANT_METHODS = {
@@ -87,7 +98,9 @@ def pagoda_kernel_providers() -> list[KernelProvider]:
 
 @hookimpl
 def pagoda_model_architectures() -> list[ModelArchSpec]:
-    return [ModelArchSpec(arch, target) for arch, target in MODEL_ARCHITECTURES.items()]
+    return [*(ModelArchSpec(arch, target) for arch, target in MODEL_ARCHITECTURES.items()),
+            *(ModelArchSpec(arch, target, runner="pooling")
+              for arch, target in DECODER_EMBEDDING_ARCHITECTURES.items())]
 
 
 @hookimpl

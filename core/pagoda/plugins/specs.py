@@ -21,9 +21,14 @@ CORE_OPS = (
     "int8_linear",
     "woq_linear",
     "fused_moe",
+    "layer_norm",
+    "gelu",
+    "encoder_attention",
 )
 """The ops core declares (their meaning: `pagoda.ops.reference`); KernelProvider.op is one.
-Attention is not an op: a platform provides it as an `AttentionBackend`."""
+Attention over the paged KV cache is not an op: a platform provides it as an
+`AttentionBackend`. `encoder_attention` (an encoder's bidirectional attention within each
+prompt, no cache) is one."""
 
 QUANT_OPS = ("fp8_linear", "int8_linear", "woq_linear")
 """The quantized linears (FP8 and INT8 weights and activations, weight-only integer
@@ -127,11 +132,17 @@ class KernelProvider:
 
 @dataclass(frozen=True)
 class ModelArchSpec:
-    """A model class for an HF `architectures` name."""
+    """A model class for an HF `architectures` name.
+
+    `runner` ("generate" or "pooling") is what the name means where the class can do both:
+    "Qwen3Model" names the decoder of Qwen3ForCausalLM without its LM head, an embedding
+    model. None: the class's own (`runner` class attribute; "generate" without one).
+    """
 
     architecture: str
     model: Target
     priority: int = 0
+    runner: str | None = None
 
 
 @dataclass(frozen=True)

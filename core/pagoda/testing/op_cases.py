@@ -1,6 +1,7 @@
 """Fresh random inputs for every core op, over shapes chosen to find the usual bugs:
-odd sizes, partial rotary, both rotary styles, masked and tied logits. (Attention is not an
-op: `pagoda.testing.attention_conformance` certifies attention backends.)
+odd sizes, partial rotary, both rotary styles, masked and tied logits. (Attention over the
+paged KV cache is not an op: `pagoda.testing.attention_conformance` certifies attention
+backends.)
 
 Inputs are made on the host from a seeded generator, so a failure is reproducible from
 (op, dtype, seed) alone. `args` are in the reference's parameter order.
@@ -142,6 +143,49 @@ def gelu_and_mul_cases(dtype: torch.dtype, gen: torch.Generator) -> Iterator[OpC
                           "approximate": approximate})
 
 
+def layer_norm_cases(dtype: torch.dtype, gen: torch.Generator) -> Iterator[OpCase]:
+    """The norm shapes, with a bias and without; x offset from zero, so that a kernel that
+    skips the mean is caught."""
+    for i, (label, shape, eps, scale, weight_dtype) in enumerate(_norm_cases(dtype)):
+        bias = _randn(gen, shape[-1], dtype=weight_dtype, scale=0.1) if i % 2 == 0 else None
+        args = {"x": (_randn(gen, *shape, dtype=torch.float32, scale=scale) + scale).to(dtype),
+                "weight": _weight(gen, shape[-1], weight_dtype), "bias": bias, "eps": eps}
+        yield OpCase("layer_norm", f"{label}{' bias' if bias is not None else ''}", args,
+                     {"dtype": dtype, "hidden_size": shape[-1]})
+
+
+def gelu_cases(dtype: torch.dtype, gen: torch.Generator) -> Iterator[OpCase]:
+    for shape in ACTIVATION_SHAPES:
+        for approximate in ("none", "tanh"):
+            yield OpCase("gelu", f"x{list(shape)} approximate={approximate}",
+                         {"x": _randn(gen, *shape, dtype=dtype, scale=3.0),
+                          "approximate": approximate},
+                         {"dtype": dtype, "approximate": approximate})
+
+
+# (sequence lengths, padding rows after them, heads, kv heads, head size)
+ENCODER_ATTENTION_SHAPES = (([5], 0, 4, 4, 32), ([3, 17, 1], 0, 8, 2, 64),
+                            ([9, 4], 2, 6, 1, 80), ([130], 0, 2, 2, 128))
+
+
+def encoder_attention_cases(dtype: torch.dtype, gen: torch.Generator) -> Iterator[OpCase]:
+    """One sequence and several (a token alone among them), grouped kv heads, padding rows
+    after the last sequence (their output is zero), and a sequence longer than a tile."""
+    for lens, padding, heads, kv_heads, head_size in ENCODER_ATTENTION_SHAPES:
+        tokens = sum(lens) + padding
+        starts = [0]
+        for n in lens:
+            starts.append(starts[-1] + n)
+        args = {"query": _randn(gen, tokens, heads, head_size, dtype=dtype),
+                "key": _randn(gen, tokens, kv_heads, head_size, dtype=dtype),
+                "value": _randn(gen, tokens, kv_heads, head_size, dtype=dtype),
+                "query_start_loc": torch.tensor(starts, dtype=torch.int32),
+                "scale": head_size**-0.5}
+        label = f"lens={lens} padding={padding} H={heads} K={kv_heads} D={head_size}"
+        yield OpCase("encoder_attention", label, args,
+                     {"dtype": dtype, "head_size": head_size})
+
+
 SAMPLE_SHAPES = ((1, 1), (4, 7), (6, 1000), (3, 2051), (4, 4096))
 """(rows, vocabulary): one token, odd sizes, several tiles of 1024 tokens per row."""
 
@@ -180,6 +224,9 @@ CASE_GENERATORS: dict[str, Callable[[torch.dtype, torch.Generator], Iterator[OpC
     "int8_linear": int8_linear_cases,
     "woq_linear": woq_linear_cases,
     "fused_moe": fused_moe_cases,
+    "layer_norm": layer_norm_cases,
+    "gelu": gelu_cases,
+    "encoder_attention": encoder_attention_cases,
 }
 
 

@@ -1,28 +1,26 @@
-"""Runs one scheduled step: flatten, forward, logits, sample, all on the device.
+"""Runs one scheduled step of a generating model: flatten, forward, logits, sample, all
+on the device.
 
 `execute_model` launches the step and returns at once where the device runs
 asynchronously; the host reads the sampled ids only when the engine asks for the result.
 A token still in flight from the previous step (the scheduler's placeholder) is taken
-from that step's sampled ids on the device.
-
-Under pipeline parallelism each stage runs its layers on the activations the previous
-stage sends (the first embeds the tokens) and sends its own to the next; only the last
+from that step's sampled ids on the device. Under pipeline parallelism only the last
 stage computes logits and samples.
 
-Where platforms differ, the runner asks the platform: how to pad a step
-(`Platform.step_padding`), what to do once the step is issued (`after_forward`), whether
-to sample on the host (`samples_on_host`) and under which grad mode to run.
+Where platforms differ, the runner asks the platform (beside what `StepRunner` asks): what
+to do once the step is issued (`after_forward`) and whether to sample on the host
+(`samples_on_host`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch import nn
 
 from pagoda.attention.backend import AttentionMetadataBuilder
-from pagoda.distributed import pp_group
 from pagoda.engine.request import PLACEHOLDER_TOKEN_ID
 from pagoda.engine.scheduler_output import SchedulerOutput
 from pagoda.platforms.platform import Platform
@@ -36,6 +34,7 @@ from pagoda.worker.step_result import (
     SampledRow,
     copy_to_host,
 )
+from pagoda.worker.step_runner import StepRunner
 
 
 @dataclass
@@ -46,7 +45,7 @@ class _PromptPositions:
     k: int
 
 
-class ModelRunner:
+class ModelRunner(StepRunner):
     def __init__(
         self,
         model: nn.Module,
@@ -59,15 +58,8 @@ class ModelRunner:
         padding: StepPadding | None = None,
         seed: int = 0,
     ):
-        self.model = model
-        self.kv_caches = kv_caches
-        self.builder = builder
-        self.block_size = block_size
+        super().__init__(model, kv_caches, builder, block_size, device, platform, padding)
         self.vocab_size = vocab_size
-        self.device = device
-        self.platform = platform
-        self.padding = padding
-        self.stage = pp_group()
         self.sample_device = torch.device("cpu") if platform.samples_on_host else device
         self.sampler = Sampler(device=self.sample_device, seed=seed)
         self.states: dict[str, SamplingState] = {}
@@ -122,27 +114,10 @@ class ModelRunner:
         where = torch.tensor(targets, dtype=torch.int64).to(self.device, non_blocking=True)
         inputs.input_ids.index_copy_(0, where, self._last_sampled.index_select(0, index))
 
-    def _forward(self, inputs: StepInputs) -> torch.Tensor | None:
-        """The step's final hidden states; None on a pipeline stage before the last, which
-        hands its activations to the next stage instead."""
+    def _forward(self, inputs: StepInputs, **model_inputs: Any) -> torch.Tensor | None:
         if self.graphs is not None and self.graphs.can_run(inputs):
             return self.graphs.run(inputs)
-        metadata = self.builder.build(inputs.metadata)
-        args = (inputs.input_ids, inputs.positions, self.kv_caches, metadata)
-        if self.stage.is_first:
-            out = self.model(*args)
-        else:
-            like = self.model.intermediate_like(inputs.shape.num_tokens, self.device)
-            out = self.model(*args, intermediate=self.stage.recv(like))
-        if self.stage.is_last:
-            return out
-        self.stage.send(out)
-        return None
-
-    def execute_model(self, step: SchedulerOutput) -> PendingStepOutput:
-        grad_mode = torch.inference_mode if self.platform.uses_inference_mode else torch.no_grad
-        with grad_mode():
-            return self._execute(step)
+        return super()._forward(inputs, **model_inputs)
 
     def _gather_logits(self, hidden: torch.Tensor, rows: list[int]) -> torch.Tensor:
         """Logits [len(rows), V] of those rows of hidden states, on the sampling device;

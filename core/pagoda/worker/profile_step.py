@@ -15,7 +15,8 @@ def run_profile_step(model: nn.Module, kv_spec: KVCacheSpec,
                      attn_backend: type[AttentionBackend], device: torch.device, *,
                      num_tokens: int, max_seq_len: int | None, num_sampled: int) -> None:
     """Prefill `num_tokens` tokens as sequences of at most `max_seq_len`, then compute
-    logits and a full sort for `num_sampled` rows (the top-p sampler's worst case).
+    logits and a full sort for `num_sampled` rows (the top-p sampler's worst case; none
+    for a pooling model).
 
     Nothing is written to a cache (every slot is -1) and attention reads one scratch block
     per layer, so only activations and scratch count toward the measured peak.
@@ -51,7 +52,7 @@ def run_profile_step(model: nn.Module, kv_spec: KVCacheSpec,
     extra = {} if stage.is_first else {"intermediate": [
         t.zero_() for t in model.intermediate_like(num_tokens, device)]}
     hidden = model(input_ids, positions, [scratch] * num_layers, metadata, **extra)
-    if stage.is_last:
+    if stage.is_last and num_sampled:
         rows = torch.arange(min(num_sampled, num_tokens), device=device)
         logits = model.compute_logits(hidden[rows])
         torch.sort(logits.float(), dim=-1, descending=True)

@@ -1,4 +1,5 @@
-"""A launched step's results, read back to the host only when the engine asks."""
+"""A launched step's results (sampled tokens, or pooled outputs), read back to the host
+only when the engine asks."""
 
 from __future__ import annotations
 
@@ -76,4 +77,28 @@ class PendingStepOutput:
                 for ids, lps, rank in zip(plp.token_ids, plp.logprobs, plp.ranks, strict=True)
             ]
         self._output = out
+        return out
+
+
+@dataclass
+class PendingPooledOutput:
+    """A pooling step's outputs on their way to the host: one flat float32 tensor, each
+    finished request's values one after the other."""
+
+    request_ids: list[str]
+    lengths: list[int]
+    values: torch.Tensor | None  # [sum(lengths)] on the host, filled when `event` completes
+    event: torch.Event | None = None
+
+    def result(self) -> ModelRunnerOutput:
+        if self.event is not None:
+            self.event.synchronize()
+        out = ModelRunnerOutput()
+        if self.values is None:
+            return out
+        values = self.values.tolist()
+        start = 0
+        for request_id, length in zip(self.request_ids, self.lengths, strict=True):
+            out.pooled[request_id] = values[start : start + length]
+            start += length
         return out

@@ -24,6 +24,7 @@ from pagoda.executor.base import Worker as WorkerBase
 from pagoda.model_source import ModelSource
 from pagoda.models.layers.attention import log_kv_cache_scales
 from pagoda.models.layers.moe import has_experts
+from pagoda.models.pooler import PoolingModel, whole_prompt_reason
 from pagoda.ops import OpTable, use_ops
 from pagoda.platforms import resolve_platform
 from pagoda.platforms.platform import MemoryInfo, budget_within_utilization
@@ -32,6 +33,7 @@ from pagoda.quant.selector import select_quant_method
 from pagoda.worker.decode_graphs import DecodeGraphs, default_capture_sizes
 from pagoda.worker.model_loading import attention_shape, attention_soft_cap, build_model
 from pagoda.worker.model_runner import ModelRunner
+from pagoda.worker.pooling_runner import PoolingModelRunner
 from pagoda.worker.profile_step import run_profile_step
 
 logger = logging.getLogger(__name__)
@@ -44,7 +46,7 @@ class Worker(WorkerBase):
         super().__init__(config, **kwargs)
         self.source = source
         self.hf_config = hf_config
-        self.runner: ModelRunner | None = None
+        self.runner: ModelRunner | PoolingModelRunner | None = None
 
     def init_device(self) -> None:
         self.platform = resolve_platform(self.config.device)
@@ -86,7 +88,9 @@ class Worker(WorkerBase):
                 self.source, self.hf_config, dtype=dtype, device=self.device,
                 attn_backend=self.attn_backend, load_format=self.config.model.load_format,
                 seed=self.config.model.seed, quant_method=self.quant_method,
+                runner=self.config.model.runner, pooler_config=self.config.pooler,
             )
+        self.pooling = self.model if isinstance(self.model, PoolingModel) else None
         log_kv_cache_scales(self.model, kv_dtype)
         if self.config.parallel.enable_expert_parallel and not has_experts(self.model):
             logger.warning("enable_expert_parallel: %s has no mixture-of-experts layers here "
@@ -114,7 +118,7 @@ class Worker(WorkerBase):
         run_profile_step(self.model, self.kv_spec, self.attn_backend, self.device,
                          num_tokens=sched.max_num_batched_tokens,
                          max_seq_len=self.config.model.max_model_len,
-                         num_sampled=sched.max_num_seqs)
+                         num_sampled=0 if self.pooling else sched.max_num_seqs)
         self.platform.synchronize(self.local_rank)
         peak = (self.platform.peak_memory_bytes(self.local_rank) or 0) - baseline
         logger.info("Profiling step of %d tokens: %.2f GiB of activations, %.1f s "
@@ -126,6 +130,10 @@ class Worker(WorkerBase):
         cache = self.config.cache
         if cache.num_kv_blocks is not None:
             return cache.num_kv_blocks
+        # More than every sequence at full length can never be in use at once.
+        useful = self.config.scheduler.max_num_seqs * self.config.model.max_model_len
+        if self.num_layers == 0:  # an encoder: blocks only count tokens, they hold nothing
+            return -(-useful // self.kv_spec.block_size)
         per_block = self.kv_spec.block_bytes * self.num_layers
         if cache.kv_cache_memory is not None:
             budget = cache.kv_cache_memory
@@ -140,8 +148,6 @@ class Worker(WorkerBase):
                 budget = budget_within_utilization(memory, cache.gpu_memory_utilization)
             else:
                 budget = self.platform.default_kv_cache_bytes(memory)
-        # More than every sequence at full length can never be in use at once.
-        useful = self.config.scheduler.max_num_seqs * self.config.model.max_model_len
         num_blocks = min(budget // per_block, -(-useful // self.kv_spec.block_size))
         if num_blocks < 1:
             raise ValueError(
@@ -168,6 +174,10 @@ class Worker(WorkerBase):
         max_blocks = -(-max_len // block_size)  # of one sequence
         padding = self.platform.step_padding(
             StepShape(sched.max_num_batched_tokens, sched.max_num_seqs, max_blocks))
+        if self.pooling is not None:
+            self.runner = PoolingModelRunner(self.model, kv_caches, builder, block_size,
+                                             self.device, self.platform, padding)
+            return
         with use_ops(self.ops):  # the sampler resolves the platform's sampling kernel
             self.runner = ModelRunner(
                 self.model, kv_caches, builder, block_size, self.hf_config.vocab_size,
@@ -196,8 +206,12 @@ class Worker(WorkerBase):
             "dtype": str(self._dtypes()[0]).removeprefix("torch."),
             "kv_cache_dtype": kv_cache_dtype_label(self._dtypes()[1]),
             "quantization": self.quant_method.name,
-            "graph_batch_sizes": self.runner.graphs.sizes if self.runner and self.runner.graphs
-            else [],
+            "graph_batch_sizes": self.runner.graphs.sizes
+            if isinstance(self.runner, ModelRunner) and self.runner.graphs else [],
+            "runner": "pooling" if self.pooling else "generate",
+            "kv_cache_layers": self.num_layers,
+            "pooler": self.pooling.pooler_spec if self.pooling else None,
+            "whole_prompt_reason": whole_prompt_reason(self.pooling) if self.pooling else None,
             "ops": dict(self.ops.providers),
             "tensor_parallel_size": tp_group().world_size,
             "expert_parallel": tp_group().expert_parallel,

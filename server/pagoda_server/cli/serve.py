@@ -40,14 +40,32 @@ def _print_banner(engine: AsyncLLM, api_keys: list[str], url: str) -> None:
         f"  device:     {info['platform']} ({info.get('device', '?')})",
         f"  attention:  {info['attention_backend']}, dtype {info.get('dtype', '?')}",
         f"  parallel:   {_layout(engine.config.parallel)}",
-        f"  KV cache:   {info['kv_cache_tokens']} tokens"
-        f"{' per engine core' if engine.config.parallel.data_parallel_size > 1 else ''} "
-        f"({info['kv_cache_blocks']} blocks, {info.get('kv_cache_dtype', '?')}); "
-        f"max_model_len {engine.max_model_len}",
+        f"  runner:     {_runner(engine)}",
+        f"  KV cache:   {_kv_cache(engine)}; max_model_len {engine.max_model_len}",
         f"  API keys:   {'required' if api_keys else 'none'}",
         f"  listening:  {url}",
     ]
     print("\n".join(lines), flush=True)
+
+
+def _runner(engine: AsyncLLM) -> str:
+    """e.g. "pooling (embeddings of 384 values: mean pooling, normalized)"."""
+    pooler = engine.pooler
+    if pooler is None:
+        return "generate"
+    if pooler.task == "score":
+        return "pooling (relevance scores of text pairs: a cross-encoder)"
+    return (f"pooling (embeddings of {pooler.size} values: {pooler.pooling} pooling"
+            f"{', normalized' if pooler.normalize else ''})")
+
+
+def _kv_cache(engine: AsyncLLM) -> str:
+    info = engine.info
+    if not info["kv_cache_layers"]:
+        return "none (no layer caches keys and values)"
+    per_core = " per engine core" if engine.config.parallel.data_parallel_size > 1 else ""
+    return (f"{info['kv_cache_tokens']} tokens{per_core} ({info['kv_cache_blocks']} blocks, "
+            f"{info.get('kv_cache_dtype', '?')})")
 
 
 def _layout(parallel: ParallelConfig) -> str:

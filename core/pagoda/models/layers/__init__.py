@@ -10,7 +10,7 @@ from pagoda.models.layers.linear import (
     RowParallelLinear,
 )
 from pagoda.models.layers.mlp import GatedMLP
-from pagoda.models.layers.norm import RMSNorm
+from pagoda.models.layers.norm import LayerNorm, RMSNorm
 from pagoda.models.layers.rotary import (
     RotaryEmbedding,
     get_rotary_embedding,
@@ -22,6 +22,7 @@ __all__ = [
     "Attention",
     "ColumnParallelLinear",
     "GatedMLP",
+    "LayerNorm",
     "Linear",
     "MergedColumnParallelLinear",
     "ParallelLMHead",

@@ -1,4 +1,5 @@
-"""RMSNorm through the resolved rms_norm / fused_add_rms_norm ops."""
+"""RMSNorm and LayerNorm through the resolved rms_norm / fused_add_rms_norm / layer_norm
+ops."""
 
 from __future__ import annotations
 
@@ -40,3 +41,18 @@ class RMSNorm(nn.Module):
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """(norm(x + residual), x + residual): the residual stream's add fused with the norm."""
         return self._fused_add_rms_norm(x, residual, self.weight, self.eps)
+
+
+class LayerNorm(nn.Module):
+    """(x - mean) / std * weight + bias over the last dim, through the layer_norm op."""
+
+    def __init__(self, size: int, eps: float, *, dtype: torch.dtype, bias: bool = True):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.empty(size, dtype=dtype), requires_grad=False)
+        self.bias = (nn.Parameter(torch.empty(size, dtype=dtype), requires_grad=False)
+                     if bias else None)
+        self._layer_norm = current_ops().layer_norm
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self._layer_norm(x, self.weight, self.bias, self.eps)
