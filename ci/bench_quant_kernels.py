@@ -38,15 +38,12 @@ sys.path.insert(0, str(Path(__file__).parent))
 from gemv_bench import graph_seconds  # noqa: E402
 
 from pagoda.kernels.triton import quant_linear as ql  # noqa: E402
-from pagoda.kernels.triton.common import parallel_units  # noqa: E402
+from pagoda.kernels.triton.common import GemvTiles, parallel_units  # noqa: E402
 from pagoda.kernels.triton.gemv import num_k_splits  # noqa: E402
 from pagoda.kernels.triton.quant_prims import quantize_activations, scale_rows  # noqa: E402
-from pagoda.kernels.triton.row_gemv import (  # noqa: E402
-    RowGemvPlan,
-    fp8_row_gemv,
-)
+from pagoda.kernels.triton.row_gemv import fp8_row_gemv  # noqa: E402
 from pagoda.kernels.triton.scaled_gemm import QGemvPlan, qgemm, qgemv  # noqa: E402
-from pagoda.kernels.triton.woq_gemm import WoqGemvPlan, woq_gemm, woq_gemv  # noqa: E402
+from pagoda.kernels.triton.woq_gemm import woq_gemm, woq_gemv  # noqa: E402
 from pagoda.ops import quant_reference  # noqa: E402
 from pagoda.quant.rtn import fp8_weight, group_weight, int8_weight  # noqa: E402
 from pagoda.testing.tolerances import mismatch, op_tolerance  # noqa: E402
@@ -121,12 +118,12 @@ ROW_TILES = ((8, 1024), (16, 512), (32, 256), (64, 128), (16, 1024), (32, 512), 
 on every 8B shape on the H200)."""
 
 
-def _row_plans(n: int, k: int, units: int) -> list[RowGemvPlan]:
-    return [RowGemvPlan(bn, bk, num_k_splits(triton.cdiv(n, bn), k, units))
+def _row_plans(n: int, k: int, units: int) -> list[GemvTiles]:
+    return [GemvTiles(bn, bk, num_k_splits(triton.cdiv(n, bn), k, units))
             for bn, bk in ROW_TILES if bk <= k]
 
 
-def _fp8_row(plan: RowGemvPlan) -> Callable[[torch.Tensor, Any], torch.Tensor]:
+def _fp8_row(plan: GemvTiles) -> Callable[[torch.Tensor, Any], torch.Tensor]:
     def call(x: torch.Tensor, w: ql.ScaledWeight) -> torch.Tensor:
         out = torch.empty(1, w.shape[0], dtype=x.dtype, device=x.device)
         return fp8_row_gemv(out, x, None, w.weight, w.scale, None, plan)
@@ -144,8 +141,8 @@ def paths(op: str, m: int, n: int, k: int, units: int) -> dict[str, Callable[...
         if m <= 8:
             for bn, bk in ((8, 1024), (16, 512), (4, 1024), (8, 512), (16, 128), (8, 128)):
                 if bn * bk * triton.next_power_of_2(m) <= 8192:
-                    plan = WoqGemvPlan(bn, bk, num_k_splits(triton.cdiv(n, bn), k, units))
-                    found[f"gemv {plan.label}"] = _woq(woq_gemv, plan)
+                    plan = GemvTiles(bn, bk, num_k_splits(triton.cdiv(n, bn), k, units))
+                    found[f"gemv fma {plan.label}"] = _woq(woq_gemv, plan)
         found["triton gemm"] = _woq(woq_gemm)
         return found
     found["auto"] = ql.int8_linear if op == "int8" else ql.fp8_linear
@@ -155,7 +152,7 @@ def paths(op: str, m: int, n: int, k: int, units: int) -> dict[str, Callable[...
         found["gemv fma"] = _gemv(fma)
     if m == 1 and op == "fp8":
         for plan in _row_plans(n, k, units):
-            found[plan.label] = _fp8_row(plan)
+            found[f"row {plan.label}"] = _fp8_row(plan)
     if op == "fp8" and k % 16 == 0 and n % 16 == 0:
         found["scaled_mm"] = _scaled_mm
     if op == "int8" and m > 16:

@@ -19,13 +19,13 @@ import torch
 pytest.importorskip("triton")
 
 from pagoda.kernels.triton import quant_linear as ql  # noqa: E402
+from pagoda.kernels.triton.common import GemvTiles  # noqa: E402
 from pagoda.kernels.triton.quant_prims import pack_codes, quantize_activations  # noqa: E402
-from pagoda.kernels.triton.row_gemv import RowGemvPlan, fp8_row_gemv  # noqa: E402
+from pagoda.kernels.triton.row_gemv import fp8_row_gemv  # noqa: E402
 from pagoda.kernels.triton.scaled_gemm import QGemmPlan, QGemvPlan, qgemm, qgemv  # noqa: E402
 from pagoda.kernels.triton.woq_gemm import (  # noqa: E402
     PackedGroupWeight,
     WoqGemmPlan,
-    WoqGemvPlan,
     woq_gemm,
     woq_gemv,
 )
@@ -147,12 +147,12 @@ def test_every_gemv_path(plan: QGemvPlan, kind: str, rows: int, device: str) -> 
     _close(op, out, want)
 
 
-ROW_PLANS = (RowGemvPlan(16, 256), RowGemvPlan(8, 64, num_splits=3), RowGemvPlan(32, 16))
+ROW_PLANS = (GemvTiles(16, 256), GemvTiles(8, 64, num_splits=3), GemvTiles(32, 16))
 
 
 @pytest.mark.parametrize("plan", ROW_PLANS, ids=lambda p: p.label)
 @pytest.mark.parametrize("kind", ["fp8", "fp8 static"])
-def test_every_fp8_row_path(plan: RowGemvPlan, kind: str, device: str) -> None:
+def test_every_fp8_row_path(plan: GemvTiles, kind: str, device: str) -> None:
     """One row, N = 37, K = 200 (partial tiles); the weight's codes include zeros of both
     signs, subnormals and the largest values, which the kernel builds from bits."""
     x, weight, b, want, op = _scaled_case(kind, 1, 37, 200, 16, 7)
@@ -205,7 +205,7 @@ def test_every_woq_path(fmt: tuple[int, int, bool], rows: int, device: str) -> N
     want = ref.woq_linear(x, weight, b)
     packed = _on(ql.prepare_woq(weight), device)
     xd, bd = x.to(device), b.to(device)
-    for plan in (WoqGemvPlan(8, 256), WoqGemvPlan(4, max(group, 64), num_splits=2)):
+    for plan in (GemvTiles(8, 256), GemvTiles(4, max(group, 64), num_splits=2)):
         _close("woq_linear", woq_gemv(torch.empty_like(want, device=device), xd, packed, bd,
                                       plan), want)
     for bias in (None, bd):

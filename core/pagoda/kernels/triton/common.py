@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+from dataclasses import dataclass
 
 import torch
 import triton
@@ -24,6 +25,23 @@ def dot_dtype(dtype: torch.dtype, kernel: object) -> tl.dtype:
     if interpreted(kernel):
         return tl.float32
     return _DOT_DTYPES.get(dtype, tl.float32)
+
+
+@dataclass(frozen=True)
+class GemvTiles:
+    """Launch of a register-path gemv: weight rows and K tile per program, K splits (see
+    `gemv.num_k_splits`), warps, pipeline stages."""
+
+    block_n: int
+    block_k: int
+    num_splits: int = 1
+    num_warps: int = 4
+    num_stages: int = 3
+
+    @property
+    def label(self) -> str:
+        return (f"n{self.block_n} k{self.block_k} split{self.num_splits} "
+                f"w{self.num_warps} s{self.num_stages}")
 
 
 @functools.cache

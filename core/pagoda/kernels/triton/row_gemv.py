@@ -21,13 +21,11 @@ matmuls 7% faster. (The same bit moves for 4-bit codes did not beat the weight-o
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
 import triton
 import triton.language as tl
 
-from pagoda.kernels.triton.common import parallel_units, pow2
+from pagoda.kernels.triton.common import GemvTiles, parallel_units, pow2
 from pagoda.kernels.triton.gemv import SUM_BLOCK, _sum_splits_kernel, num_k_splits
 from pagoda.kernels.triton.quant_prims import MIN_SCALE_C, round_fp8
 
@@ -37,28 +35,12 @@ FP8_Y_SHIFT = tl.constexpr(2.0**56)
 """What the sum of products is multiplied by: 2**120 (the weights' bit shift) / 2**64."""
 
 
-@dataclass(frozen=True)
-class RowGemvPlan:
-    """Launch of `fp8_row_gemv`: weight rows and K tile per program, K splits, warps."""
-
-    block_n: int
-    block_k: int
-    num_splits: int = 1
-    num_warps: int = 4
-    num_stages: int = 3
-
-    @property
-    def label(self) -> str:
-        return (f"row n{self.block_n} k{self.block_k} split{self.num_splits} "
-                f"w{self.num_warps} s{self.num_stages}")
-
-
 def plan_row_gemv(n: int, k: int, units: int, block_n: int = 16,
-                  block_k: int = 1024) -> RowGemvPlan:
+                  block_k: int = 1024) -> GemvTiles:
     """`block_n` weight rows of `block_k` inputs a step (fewer where K is shorter), K split
     when the column tiles leave multiprocessors idle."""
     block_k = min(block_k, pow2(k, 16))
-    return RowGemvPlan(block_n, block_k, num_k_splits(triton.cdiv(n, block_n), k, units))
+    return GemvTiles(block_n, block_k, num_k_splits(triton.cdiv(n, block_n), k, units))
 
 
 def fp8_ok_for_row(weight: torch.Tensor) -> bool:
@@ -126,7 +108,7 @@ def _fp8_row_gemv_kernel(
 
 def fp8_row_gemv(out2: torch.Tensor, x2: torch.Tensor, static: torch.Tensor | None,
                  weight: torch.Tensor, wscale: torch.Tensor, bias: torch.Tensor | None,
-                 plan: RowGemvPlan | None = None) -> torch.Tensor:
+                 plan: GemvTiles | None = None) -> torch.Tensor:
     """out2 [1, N] = fp8_linear of x2 [1, K] (quantized per token, or by `static`) with the
     e4m3 weight [N, K] (`fp8_ok_for_row`) and its float32 row scales [N]."""
     n, k = weight.shape

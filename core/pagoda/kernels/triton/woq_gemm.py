@@ -27,7 +27,13 @@ import torch
 import triton
 import triton.language as tl
 
-from pagoda.kernels.triton.common import dot_dtype, grouped_tile, parallel_units, pow2
+from pagoda.kernels.triton.common import (
+    GemvTiles,
+    dot_dtype,
+    grouped_tile,
+    parallel_units,
+    pow2,
+)
 from pagoda.kernels.triton.gemv import SUM_BLOCK, _sum_splits_kernel, num_k_splits
 from pagoda.kernels.triton.quant_prims import pack_codes, unpack_codes
 from pagoda.quant.tensors import GroupQuantWeight
@@ -59,26 +65,12 @@ def pack(weight: GroupQuantWeight) -> PackedGroupWeight:
                              weight.bits, weight.group_size)
 
 
-@dataclass(frozen=True)
-class WoqGemvPlan:
-    block_n: int
-    block_k: int
-    num_splits: int = 1
-    num_warps: int = 4
-    num_stages: int = 3
-
-    @property
-    def label(self) -> str:
-        return (f"fma n{self.block_n} k{self.block_k} split{self.num_splits} "
-                f"w{self.num_warps} s{self.num_stages}")
-
-
-def plan_woq_gemv(m: int, n: int, k: int, group: int, units: int) -> WoqGemvPlan:
+def plan_woq_gemv(m: int, n: int, k: int, group: int, units: int) -> GemvTiles:
     """Eight weight rows a program, K tiles of up to FMA_ELEMENTS / (8 x rows) (at least a
     group), split K when the column tiles leave multiprocessors idle."""
     block_n = 8
     block_k = max(group, min(1024, FMA_ELEMENTS // (block_n * pow2(m)), pow2(k)))
-    return WoqGemvPlan(block_n, block_k, num_k_splits(triton.cdiv(n, block_n), k, units))
+    return GemvTiles(block_n, block_k, num_k_splits(triton.cdiv(n, block_n), k, units))
 
 
 @dataclass(frozen=True)
@@ -202,7 +194,7 @@ def _woq_gemm_kernel(
 
 
 def woq_gemv(out2: torch.Tensor, x2: torch.Tensor, weight: PackedGroupWeight,
-             bias: torch.Tensor | None, plan: WoqGemvPlan | None = None) -> torch.Tensor:
+             bias: torch.Tensor | None, plan: GemvTiles | None = None) -> torch.Tensor:
     """`_woq_gemv_kernel` into out2 [M, N] (M up to GEMV_MAX_ROWS)."""
     m, k = x2.shape
     n = weight.words.shape[0]
