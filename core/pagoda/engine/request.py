@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from pagoda.sampling_params import SamplingParams
+    from pagoda.structured.engine import RequestGrammar
 
 
 PLACEHOLDER_TOKEN_ID = -1
@@ -59,6 +60,8 @@ class Request:
     """Prompt tokens found in the prefix cache at first scheduling (-1: not yet scheduled)."""
     num_preemptions: int = 0
     block_hashes: list[bytes] = field(default_factory=list)
+    grammar: RequestGrammar | None = None
+    """The engine core's matcher of `sampling_params.structured_outputs`."""
 
     @property
     def all_token_ids(self) -> list[int]:
@@ -79,9 +82,11 @@ class Request:
     @property
     def needs_host_tokens(self) -> bool:
         """Whether sampling its next token needs its previous ones on the host (penalties,
-        bad words), so no step may be scheduled while one of its tokens is in flight."""
+        bad words, a grammar's matcher), so no step may be scheduled while one of its tokens
+        is in flight."""
         params = self.sampling_params
-        return params.has_penalties or bool(params.bad_words_token_ids)
+        return (params.has_penalties or bool(params.bad_words_token_ids)
+                or params.structured_outputs is not None)
 
     @property
     def is_finished(self) -> bool:

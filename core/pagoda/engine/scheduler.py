@@ -11,10 +11,15 @@ engine core overlaps host and device work): a request whose token is in flight i
 decoded at that token's position with a placeholder id the model runner fills in on the
 device. If the arriving token finishes the request, the step already scheduled for it
 computes one token that is thrown away.
+
+A request with a grammar waits until the grammar is compiled (others are scheduled past
+it); each token it outputs advances its matcher, and the grammar's end (its stop token
+accepted) finishes it.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable
 
 from pagoda.config import SchedulerConfig
@@ -27,6 +32,8 @@ from pagoda.engine.scheduler_output import (
     ScheduledRequest,
     SchedulerOutput,
 )
+
+logger = logging.getLogger(__name__)
 
 
 class Scheduler:
@@ -156,6 +163,8 @@ class Scheduler:
             if (budget <= 0 or len(self.running) >= self.config.max_num_seqs
                     or len(planned) >= max_seqs):
                 break
+            if request.grammar is not None and not request.grammar.ready:
+                continue  # still compiling (a failed one is finished by the engine core)
             parent = request.fork_of
             if parent is not None and parent.status == RequestStatus.RUNNING and (
                 parent.num_computed_tokens < parent.num_prompt_tokens
@@ -229,6 +238,8 @@ class Scheduler:
             request.num_inflight_tokens -= 1
             request.output_token_ids.append(token)
             status = self._check_stop(request, token)
+            if request.grammar is not None:
+                status = self._advance_grammar(request, token) or status
             logprobs = result.logprobs.get(item.request_id)
             outputs.append(EngineCoreOutput(
                 item.request_id, [token],
@@ -241,6 +252,16 @@ class Scheduler:
             if status is not None:
                 self._finish(request, status)
         return outputs
+
+    @staticmethod
+    def _advance_grammar(request: Request, token: int) -> RequestStatus | None:
+        """Feed the token to the request's matcher: stopped once the grammar ends."""
+        assert request.grammar is not None
+        if not request.grammar.accept(token):
+            logger.error("request %s: its grammar rejects the sampled token %d; finishing it",
+                         request.request_id, token)
+            return RequestStatus.FINISHED_ABORTED
+        return RequestStatus.FINISHED_STOPPED if request.grammar.terminated else None
 
     def _check_stop(self, request: Request, token: int) -> RequestStatus | None:
         params = request.sampling_params

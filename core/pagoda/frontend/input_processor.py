@@ -46,6 +46,10 @@ class InputProcessor:
         if bad is not None:
             raise ValueError(f"prompt token id {bad} is out of range [0, {self.vocab_size})")
         params.validate_for_vocab(self.vocab_size)
+        if params.structured_outputs is not None:
+            from pagoda.structured.check import check  # the grammar engine, when asked for
+
+            check(params.structured_outputs)
         room = self.max_model_len - len(ids)
         if room <= 0:
             raise ValueError(

@@ -32,7 +32,8 @@ class LLMEngine:
         self.tokenizer = frontend.tokenizer
         self.eos_token_id = frontend.eos_token_id
         self.generation_defaults = frontend.generation_defaults
-        self.core = EngineCore(config, self.source, self.hf_config, config.model.max_model_len)
+        self.core = EngineCore(config, self.source, self.hf_config, config.model.max_model_len,
+                               tokenizer=self.tokenizer)
         self.max_model_len = self.core.max_model_len
         self.input_processor = frontend.input_processor(self.max_model_len)
         self.output_processor = OutputProcessor(self.tokenizer)

@@ -15,7 +15,7 @@ import torch.nn.functional as F
 
 from pagoda.ops.quant_reference import fp8_linear, int8_linear, woq_linear
 
-__all__ = ["all_reduce", "fp8_linear", "fused_add_rms_norm", "gelu_and_mul", "int8_linear",
+__all__ = ["all_reduce", "apply_token_bitmask", "fp8_linear", "fused_add_rms_norm", "gelu_and_mul", "int8_linear",
            "linear", "rms_norm", "rotary_embedding", "sample_from_logits", "silu_and_mul",
            "woq_linear"]
 
@@ -151,6 +151,18 @@ def sample_from_logits(
     scaled = x / torch.where(draw, temperature.unsqueeze(1), 1.0)
     exponentials = -torch.log(sampling_uniforms(seeds, offsets, logits.shape[1]))
     return torch.where(draw, scaled - torch.log(exponentials), x).argmax(dim=-1)
+
+
+def apply_token_bitmask(logits: torch.Tensor, bitmask: torch.Tensor) -> torch.Tensor:
+    """logits [R, V] (any float dtype) with the tokens a grammar does not allow set to -inf:
+    bit j of word k of bitmask [R, W] (int32) allows token 32k + j. Tokens past the
+    bitmask's 32W are not allowed; bits past V are ignored."""
+    bits = torch.arange(32, device=bitmask.device, dtype=torch.int32)
+    allowed = ((bitmask.unsqueeze(-1) >> bits) & 1).flatten(1).bool()
+    vocab_size = logits.shape[-1]
+    if allowed.shape[1] < vocab_size:
+        allowed = F.pad(allowed, (0, vocab_size - allowed.shape[1]))
+    return logits.masked_fill(~allowed[:, :vocab_size], float("-inf"))
 
 
 def all_reduce(x: torch.Tensor, group: Any) -> torch.Tensor:
