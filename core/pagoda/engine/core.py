@@ -105,8 +105,8 @@ class EngineCore:
     def add_request(self, request: Request) -> None:
         params = request.sampling_params
         if params.structured_outputs is not None:
-            stops = list(params.stop_token_ids)
-            if request.eos_token_id is not None and not params.ignore_eos:
+            stops = list(params.stop_token_ids)  # what may end the grammar, eos too even
+            if request.eos_token_id is not None:  # with ignore_eos: the grammar has ended
                 stops.append(request.eos_token_id)
             request.grammar = self.grammars.start(params.structured_outputs, stops)
         self.scheduler.add_request(request)
