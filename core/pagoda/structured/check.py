@@ -62,9 +62,19 @@ def unsupported_feature(schema: Any, path: str = "") -> str | None:
     return None
 
 
+def xgrammar() -> Any:
+    """The grammar engine's module, or an ImportError saying how to install it."""
+    try:
+        import xgrammar as xgr
+    except ImportError as exc:
+        raise ImportError("structured outputs need xgrammar: pip install "
+                          "'pagoda[structured]'") from exc
+    return xgr
+
+
 @functools.lru_cache(maxsize=256)
 def _check(kind: str, spec: str) -> None:
-    import xgrammar as xgr
+    xgr = xgrammar()
 
     if kind == "json":
         reason = unsupported_feature(json.loads(spec))

@@ -23,6 +23,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from pagoda.structured.check import xgrammar
 from pagoda.structured.params import StructuredOutputsParams
 
 if TYPE_CHECKING:
@@ -59,9 +60,7 @@ class RequestGrammar:
             if exc is not None:
                 self.error = f"{type(exc).__name__}: {exc}"
             else:
-                import xgrammar as xgr
-
-                self.matcher = xgr.GrammarMatcher(
+                self.matcher = xgrammar().GrammarMatcher(
                     self._compiled.result(), override_stop_tokens=self._stop_token_ids or None)
         return self.matcher is not None
 
@@ -91,8 +90,7 @@ class Grammars:
         self._new_failures = 0
 
     def _compile(self, kind: str, spec: str) -> Any:
-        import xgrammar as xgr
-
+        xgr = xgrammar()
         if self._compiler is None:
             info = xgr.TokenizerInfo.from_huggingface(self._load_tokenizer(),
                                                       vocab_size=self.vocab_size)
@@ -133,8 +131,7 @@ class Grammars:
 
     def bitmask(self, request_ids: list[str], grammars: list[RequestGrammar]) -> GrammarBitmask:
         """The next token's bitmask of each request, from its matcher."""
-        import xgrammar as xgr
-
+        xgr = xgrammar()
         if self._batch_matcher is None:
             self._batch_matcher = xgr.BatchGrammarMatcher()
         bitmask = xgr.allocate_token_bitmask(len(grammars), self.vocab_size)
