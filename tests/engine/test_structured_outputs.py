@@ -198,3 +198,32 @@ def test_a_request_waits_for_its_grammar_without_holding_up_others():
     out = scheduler.schedule()
     assert [item.request_id for item in out.scheduled] == ["plain"]
     assert scheduler.waiting == [waiting]
+
+
+def test_pipeline_stages_in_worker_processes(checkpoint, llm, compiler):
+    """The bitmask crosses to worker processes with the step; two steps in flight."""
+    engine = _llm(checkpoint, pipeline_parallel_size=2, num_kv_blocks=64)
+    try:
+        assert engine.engine.core.depth == 1
+        reference, got = _mixed(llm), _mixed(engine)
+        for i in range(len(PROMPTS)):
+            _check_follows(compiler, GRAMMARS[sorted(GRAMMARS)[i]], got[2 * i + 1], MAX_TOKENS)
+        assert [c.token_ids for c in got] == [c.token_ids for c in reference]
+    finally:
+        engine.engine.shutdown()
+
+
+def test_a_grammar_the_engine_cannot_compile_aborts_only_its_request(llm):
+    """Past the front end's check (a request straight to the core), a failed compilation
+    ends its request with "abort"; the others finish."""
+    core = llm.engine.core
+    broken = make_request("broken", PROMPTS[0], max_tokens=4,
+                          structured_outputs=StructuredOutputsParams(regex="(a"))
+    core.add_request(broken)
+    core.add_request(make_request("fine", PROMPTS[1], max_tokens=4))
+    finished = {}
+    while core.has_unfinished_requests():
+        for out in core.step():
+            if out.finish_reason:
+                finished[out.request_id] = out.finish_reason
+    assert finished == {"broken": "abort", "fine": "length"}
