@@ -2,7 +2,8 @@
 
 from pagoda.version import __version__
 
-__all__ = ["__version__", "LLM", "SamplingParams", "RequestOutput", "CompletionOutput"]
+__all__ = ["__version__", "LLM", "SamplingParams", "StructuredOutputsParams", "RequestOutput",
+           "CompletionOutput"]
 
 
 def __getattr__(name: str):
@@ -15,6 +16,10 @@ def __getattr__(name: str):
         from pagoda.sampling_params import SamplingParams
 
         return SamplingParams
+    if name == "StructuredOutputsParams":
+        from pagoda.structured import StructuredOutputsParams
+
+        return StructuredOutputsParams
     if name in ("RequestOutput", "CompletionOutput"):
         from pagoda import outputs
 

@@ -7,8 +7,7 @@ import json
 import jsonschema
 import pytest
 
-from pagoda import LLM, SamplingParams
-from pagoda.structured import StructuredOutputsParams
+from pagoda import LLM, SamplingParams, StructuredOutputsParams
 from tests.real_model.structured_schemas import SCHEMAS
 
 pytestmark = pytest.mark.slow
