@@ -82,7 +82,6 @@ def _check(kind: str, spec: str) -> None:
             raise ValueError(f"structured_outputs.json uses a JSON-schema feature that "
                              f"cannot be enforced: {reason}")
     build = {"json": lambda: xgr.Grammar.from_json_schema(spec),
-             "json_object": xgr.Grammar.builtin_json_grammar,
              "regex": lambda: xgr.Grammar.from_regex(spec),
              "grammar": lambda: xgr.Grammar.from_ebnf(spec)}[kind]
     what = {"json": "JSON schema", "regex": "regular expression", "grammar": "EBNF grammar"}
@@ -91,7 +90,7 @@ def _check(kind: str, spec: str) -> None:
     except RuntimeError as exc:
         detail = str(exc).strip().splitlines()[0]
         detail = detail.split(": ", 1)[-1] if "/project/" in detail else detail
-        raise ValueError(f"structured_outputs.{kind} is not a valid {what.get(kind, kind)}: "
+        raise ValueError(f"structured_outputs.{kind} is not a valid {what[kind]}: "
                          f"{detail}") from None
 
 

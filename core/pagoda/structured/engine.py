@@ -98,8 +98,6 @@ class Grammars:
         compiler = self._compiler
         if kind == "json":
             return compiler.compile_json_schema(spec)
-        if kind == "json_object":
-            return compiler.compile_builtin_json_grammar()
         if kind == "regex":
             return compiler.compile_regex(spec)
         return compiler.compile_grammar(spec)

@@ -7,6 +7,9 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+ANY_OBJECT = '{"type": "object"}'
+"""`json_object`'s schema: any JSON object (not an array or a scalar)."""
+
 KINDS = ("json", "json_object", "regex", "choice", "grammar")
 """The fields of `StructuredOutputsParams` that each name a kind of grammar."""
 
@@ -62,13 +65,13 @@ class StructuredOutputsParams:
 
     @property
     def spec(self) -> str:
-        """The grammar as one string (a JSON schema's text, the regex, the EBNF; a choice
-        becomes EBNF): with `kind`, the key grammars are compiled and cached under."""
+        """The grammar as one string: a JSON schema's text (`json_object`: any object's
+        schema), the regex, the EBNF (a choice becomes EBNF)."""
         kind = self.kind
         if kind == "json":
             return self.json if isinstance(self.json, str) else json.dumps(self.json)
         if kind == "json_object":
-            return ""
+            return ANY_OBJECT
         if kind == "choice":
             assert self.choice is not None
             return "root ::= " + " | ".join(_ebnf_literal(c) for c in self.choice)
@@ -76,9 +79,10 @@ class StructuredOutputsParams:
 
     @property
     def key(self) -> tuple[str, str]:
-        """(kind, spec), a choice compiled as the grammar it becomes."""
-        kind = self.kind
-        return ("grammar" if kind == "choice" else kind), self.spec
+        """(kind, spec) as compiled: "json", "regex" or "grammar" (a choice becomes EBNF,
+        `json_object` the schema of any object)."""
+        compiled_as = {"json_object": "json", "choice": "grammar"}
+        return compiled_as.get(self.kind, self.kind), self.spec
 
 
 def _ebnf_literal(text: str) -> str:
