@@ -157,12 +157,13 @@ def apply_token_bitmask(logits: torch.Tensor, bitmask: torch.Tensor) -> torch.Te
     """logits [R, V] (any float dtype) with the tokens a grammar does not allow set to -inf:
     bit j of word k of bitmask [R, W] (int32) allows token 32k + j. Tokens past the
     bitmask's 32W are not allowed; bits past V are ignored."""
-    bits = torch.arange(32, device=bitmask.device, dtype=torch.int32)
-    allowed = ((bitmask.unsqueeze(-1) >> bits) & 1).flatten(1).bool()
+    ones = torch.ones(32, dtype=torch.int32, device=bitmask.device)  # made on the device:
+    bits = ones << torch.arange(32, dtype=torch.int32, device=bitmask.device)  # no host sync
+    allowed = ((bitmask.unsqueeze(-1) & bits) != 0).flatten(1)
     vocab_size = logits.shape[-1]
     if allowed.shape[1] < vocab_size:
         allowed = F.pad(allowed, (0, vocab_size - allowed.shape[1]))
-    return logits.masked_fill(~allowed[:, :vocab_size], float("-inf"))
+    return torch.where(allowed[:, :vocab_size], logits, float("-inf"))
 
 
 def all_reduce(x: torch.Tensor, group: Any) -> torch.Tensor:
