@@ -17,6 +17,8 @@ N  the same model, one request at a time, 128 in / 128 out (time per output toke
 P  step profiles: the 8B model with 1000 sequences (A) and one (C), the 0.6B with 256 (D)
 Q  quantized weights beside bf16, Pagoda alone: A with FP8 (W8A8, quantized at load) and C
    with FP8 and with INT4 (W4A16, groups of 128)
+S  structured outputs: A (Pagoda alone) with a JSON schema on every request, beside the same
+   run without (a stand-in tokenizer with ASCII characters, so JSON can be spelled)
 
 Dummy bf16 weights, random prompts, ignore_eos. Roofline figures use the H200 as measured
 (../shared/FACTS.md): bf16 matmul 790 TFLOP/s, device copy 4.24 TB/s.
@@ -48,11 +50,11 @@ SHARED_GPU = ["--gpu-memory-utilization", "0.5"]
 THROUGHPUT = ["--max-num-seqs", "1024", "--max-num-batched-tokens", "8192"]
 
 
-def model_dir(name: str) -> Path:
+def model_dir(name: str, json_chars: bool = False) -> Path:
     path = Path(tempfile.mkdtemp()) / name
     path.mkdir()
     shutil.copy(ROOT / "ci" / "models" / name / "config.json", path)
-    save_stand_in_tokenizer(path)
+    save_stand_in_tokenizer(path, json_chars)
     return path
 
 
@@ -208,6 +210,20 @@ def quantized(out: Path, llama: Path, s: dict) -> list[dict]:
     return rows
 
 
+def structured(out: Path, s: dict) -> list[dict]:
+    """A, Pagoda alone, without and with a JSON schema on every request."""
+    llama = model_dir("llama3-8b", json_chars=True)
+    rows = []
+    for tag in ("none", "json-schema"):
+        r = throughput(out, f"S-{tag}", llama, ["--backend", "pagoda", "--num-prompts", "1000",
+                                                 "--input-len", "128", "--output-len", "128",
+                                                 "--structured-output", tag, *THROUGHPUT])
+        rows.append(offline_row(f"A structured output {tag}", r, s,
+                                "baseline" if tag == "none" else "loss < 5% of baseline"))
+    rows[1]["ratio"] = rows[1]["pagoda out tok/s"] / rows[0]["pagoda out tok/s"]
+    return rows
+
+
 def cublas_c(out: Path, llama: Path) -> dict:
     """C with cuBLAS for every matmul: what the small-batch GEMV kernel is worth."""
     r = _latency(out, "C-cublas", llama, "pagoda", {**os.environ, "PAGODA_REFERENCE_OPS": "linear"})
@@ -351,7 +367,8 @@ def main() -> int:
             "C": lambda: [bench_c(out, llama, s8)], "D": lambda: [bench_d(out, qwen, s06)],
             "E": lambda: bench_e_f(out, llama, s8),
             "G": lambda: gemv(out, llama), "Q": lambda: quantized(out, llama, s8),
-            "M": lambda: [bench_m(out, moe, s30)], "N": lambda: [bench_n(out, moe, s30)]}
+            "M": lambda: [bench_m(out, moe, s30)], "N": lambda: [bench_n(out, moe, s30)],
+            "S": lambda: structured(out, s8)}
     for key in dict.fromkeys("E" if k == "F" else k for k in wanted):
         try:
             rows += plan[key]()

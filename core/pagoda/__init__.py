@@ -2,8 +2,8 @@
 
 from pagoda.version import __version__
 
-__all__ = ["__version__", "LLM", "SamplingParams", "PoolingParams", "RequestOutput",
-           "CompletionOutput", "EmbeddingRequestOutput", "ScoringRequestOutput"]
+__all__ = ["__version__", "LLM", "SamplingParams", "PoolingParams", "StructuredOutputsParams",
+           "RequestOutput", "CompletionOutput", "EmbeddingRequestOutput", "ScoringRequestOutput"]
 
 
 def __getattr__(name: str):
@@ -20,6 +20,10 @@ def __getattr__(name: str):
         from pagoda.pooling_params import PoolingParams
 
         return PoolingParams
+    if name == "StructuredOutputsParams":
+        from pagoda.structured import StructuredOutputsParams
+
+        return StructuredOutputsParams
     if name in ("RequestOutput", "CompletionOutput", "EmbeddingRequestOutput",
                 "ScoringRequestOutput"):
         from pagoda import outputs

@@ -7,6 +7,8 @@ import enum
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from pagoda.structured.params import StructuredOutputsParams
+
 GREEDY_EPS = 1e-5
 """Temperatures below this are greedy."""
 MAX_LOGIT_BIAS = 100.0
@@ -67,6 +69,8 @@ class SamplingParams:
     skip_special_tokens: bool = True
     spaces_between_special_tokens: bool = True
     detokenize: bool = True
+    structured_outputs: StructuredOutputsParams | None = None
+    """A grammar the output must follow (JSON schema, JSON object, regex, choice, EBNF)."""
     bad_words_token_ids: list[list[int]] = field(default_factory=list, init=False)
     """Token-id sequences of `bad_words`, filled by `encode_bad_words`."""
 
@@ -117,6 +121,9 @@ class SamplingParams:
             _check_token_ids("allowed_token_ids", self.allowed_token_ids)
         for word in self.bad_words or []:
             _check(isinstance(word, str), "bad_words", "a list of strings", self.bad_words)
+        _check(self.structured_outputs is None
+               or isinstance(self.structured_outputs, StructuredOutputsParams),
+               "structured_outputs", "a StructuredOutputsParams or None", self.structured_outputs)
 
     @staticmethod
     def _normalise_logit_bias(bias: dict[int | str, float]) -> dict[int, float]:

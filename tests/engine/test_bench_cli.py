@@ -10,7 +10,7 @@ import pytest
 from pagoda.bench.dataset import random_requests
 from pagoda.bench.stats import percentile
 from pagoda.cli.main import main
-from tests.engine.tiny_models import make_checkpoint, tiny_configs
+from tests.engine.tiny_models import make_checkpoint, save_char_tokenizer, tiny_configs
 
 
 @pytest.fixture(scope="module")
@@ -79,3 +79,20 @@ def test_both_backends_take_the_same_auto_dtype(model_dir, tmp_path, capsys):
     assert rc == 0
     headers = [line for line in capsys.readouterr().out.splitlines() if line.startswith("== ")]
     assert len(headers) == 2 and all(", float16, " in line for line in headers), headers
+
+
+def test_throughput_with_a_json_schema_on_every_request(tmp_path, capsys):
+    model_dir = make_checkpoint(tmp_path / "model", tiny_configs()["llama"])
+    save_char_tokenizer(model_dir)  # characters: JSON can be spelled
+    out = tmp_path / "tp.json"
+    rc = main(["bench", "throughput", str(model_dir), "--dtype", "float32", "--num-prompts",
+               "4", "--input-len", "8", "--output-len", "6", "--structured-output",
+               "json-schema", "--output-json", str(out)])
+    assert rc == 0
+    assert "a JSON schema on every request" in capsys.readouterr().out
+    report = json.loads(out.read_text())
+    assert report["args"]["structured_output"] == "json-schema"
+    assert 0 < report["results"]["pagoda"]["output_tokens"] <= 4 * 6
+    with pytest.raises(SystemExit, match="hf backend"):
+        main(["bench", "throughput", str(model_dir), "--backend", "hf",
+              "--structured-output", "json-schema"])

@@ -101,3 +101,22 @@ def hf_greedy(path: Path, prompts: list[list[int]], max_new_tokens: int) -> list
                                  do_sample=False, eos_token_id=None, pad_token_id=0)
             outputs.append(out[0, len(prompt):].tolist())
     return outputs
+
+
+CHAR_TOKENS = [chr(c) for c in range(0x20, 0x7F)] + [
+    '{"', '":', '",', '"}', '": ', ', "', "true", "false", "null", "  ", "\n", "ab", "12",
+    "00", "xyz", "abc", "red", "green", "blue", "yes", "no", "[]", "{}", "]}", "},"]
+"""The char tokenizer's tokens after the three specials: printable ASCII and some pieces
+of JSON, so that grammars have several ways to spell the same text."""
+
+
+def save_char_tokenizer(path: Path) -> int:
+    """A tokenizer whose tokens are `CHAR_TOKENS` (ids 3...; 0-2 are unk, bos, eos), fewer
+    than the tiny models' VOCAB: the model's vocabulary is padded past the tokenizer's.
+    Returns the tokenizer's size."""
+    vocab = {"<unk>": 0, "<s>": 1, "</s>": 2} | {t: i + 3 for i, t in enumerate(CHAR_TOKENS)}
+    tok = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+    PreTrainedTokenizerFast(
+        tokenizer_object=tok, bos_token="<s>", eos_token="</s>", unk_token="<unk>"
+    ).save_pretrained(path)
+    return len(vocab)

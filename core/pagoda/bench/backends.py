@@ -25,19 +25,37 @@ class RunResult:
     ttfts: list[float] = field(default_factory=list)
 
 
+BENCH_SCHEMA = {
+    "type": "object",
+    "properties": {"records": {"type": "array", "items": {
+        "type": "object",
+        "properties": {"id": {"type": "integer"}, "name": {"type": "string"},
+                       "score": {"type": "number", "minimum": 0, "maximum": 100},
+                       "tags": {"type": "array", "items": {"enum": ["a", "b", "c"]}}},
+        "required": ["id", "name", "score", "tags"]}}},
+    "required": ["records"],
+}
+"""`--structured-output json-schema`: nested, with numbers, strings, enums and arrays
+that let an output run long."""
+
+
 class PagodaBackend:
     name = "pagoda"
 
     def __init__(self, engine: EngineConfig, bench: OfflineBenchConfig):
         from pagoda.config.fields import flat_values
         from pagoda.entrypoints.llm import LLM
+        from pagoda.structured import StructuredOutputsParams
 
         self.llm = LLM(**flat_values(engine))
         self.temperature = bench.temperature
+        self.grammar = (StructuredOutputsParams(json=BENCH_SCHEMA)
+                        if bench.structured_output == "json-schema" else None)
         info = self.llm.engine.core.info
         self.description = (f"pagoda on {info['platform']} ({info['device']}), "
                             f"{info['dtype']}, attention {info['attention_backend']}, "
-                            f"KV cache {info['kv_cache_tokens']} tokens")
+                            f"KV cache {info['kv_cache_tokens']} tokens"
+                            + (", a JSON schema on every request" if self.grammar else ""))
 
     @property
     def vocab_size(self) -> int:
@@ -51,7 +69,8 @@ class PagodaBackend:
         from pagoda.sampling_params import SamplingParams
 
         params = [SamplingParams(temperature=self.temperature, max_tokens=r.output_len,
-                                 ignore_eos=True, detokenize=False) for r in requests]
+                                 ignore_eos=True, detokenize=False,
+                                 structured_outputs=self.grammar) for r in requests]
         prompts = [{"prompt_token_ids": r.prompt_token_ids} for r in requests]
         start = time.perf_counter()
         outputs = self.llm.generate(prompts, params, use_tqdm=False)
@@ -71,6 +90,9 @@ class HFBackend:
 
     def __init__(self, engine: EngineConfig, bench: OfflineBenchConfig):
         from transformers import AutoModelForCausalLM
+
+        if bench.structured_output != "none":
+            raise SystemExit("--structured-output: the hf backend cannot constrain its output")
 
         from pagoda.config.engine_config import parse_dtype
         from pagoda.model_source import resolve_model

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 
 @dataclass
@@ -29,6 +30,9 @@ class OfflineBenchConfig(WorkloadConfig):
     """Sampling temperature; 0: greedy."""
     hf_batch_size: int = 16
     """Static batch size of the hf backend."""
+    structured_output: Literal["none", "json-schema"] = "none"
+    """Constrain every request's output (pagoda backend): json-schema puts one JSON schema
+    (an object holding an array of records) on each."""
 
 
 @dataclass

@@ -6,7 +6,11 @@ end. In the server it runs in its own process (see `pagoda.engine.core_process`)
 On a platform whose device runs asynchronously, steps overlap: step N+1 is scheduled and
 launched before step N's sampled tokens are read back, so the host's Python work hides
 behind the device's. A step holding a request that needs its tokens on the host to sample
-the next (penalties, bad words) is read back before anything else is scheduled.
+the next (penalties, bad words, a grammar) is read back before anything else is scheduled.
+
+Structured outputs: a request's grammar compiles on a thread of `Grammars` while other
+requests run; each step's bitmask of allowed tokens is filled from the matchers of the
+scheduled requests that sample, and travels to the workers with the step.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from pagoda.outputs import EngineStats
 from pagoda.platforms import resolve_platform
 from pagoda.plugins.lazy import load_target
 from pagoda.plugins.manager import get_registries, warn_about_failed_plugins
+from pagoda.structured.engine import GrammarBitmask, Grammars
 
 logger = logging.getLogger(__name__)
 
@@ -42,7 +47,9 @@ class _InFlightStep:
 
 class EngineCore:
     def __init__(self, config: EngineConfig, source: ModelSource, hf_config: Any,
-                 max_model_len: int, data_parallel_rank: int = 0):
+                 max_model_len: int, data_parallel_rank: int = 0, tokenizer: Any = None):
+        """`tokenizer`: the front end's, when it runs in this process (grammars need one;
+        without it the core loads its own when the first grammar compiles)."""
         regs = get_registries()
         warn_about_failed_plugins(regs)
         platform = resolve_platform(config.device)
@@ -85,6 +92,9 @@ class EngineCore:
         self.depth = stages - 1 if stages > 1 else int(overlap)
         """Steps left in flight when `step` returns (one more runs while it waits)."""
         self._in_flight: deque[_InFlightStep] = deque()
+        self.grammars = Grammars(
+            (lambda: tokenizer) if tokenizer is not None else
+            (lambda: source.tokenizer(config.model.tokenizer)), hf_config.vocab_size)
         self.info = {
             **described,
             "kv_cache_blocks": self.num_blocks,
@@ -99,6 +109,12 @@ class EngineCore:
         gc.freeze()
 
     def add_request(self, request: Request) -> None:
+        params = request.sampling_params
+        if params.structured_outputs is not None:
+            stops = list(params.stop_token_ids)  # what may end the grammar, eos too even
+            if request.eos_token_id is not None:  # with ignore_eos: the grammar has ended
+                stops.append(request.eos_token_id)
+            request.grammar = self.grammars.start(params.structured_outputs, stops)
         self.scheduler.add_request(request)
 
     def abort_requests(self, request_ids: Iterable[str]) -> None:
@@ -116,7 +132,9 @@ class EngineCore:
             outputs += self._finish_oldest()
         launched = False
         if self.scheduler.has_unfinished_requests():
+            outputs += self._finish_failed_grammars()
             scheduled = self.scheduler.schedule()
+            scheduled.grammar_bitmask = self._grammar_bitmask(scheduled)
             if not scheduled.is_empty or scheduled.finished_request_ids:
                 self._in_flight.append(_InFlightStep(
                     scheduled, self.executor.execute_model(scheduled),
@@ -126,7 +144,30 @@ class EngineCore:
                 launched = True
         if self._in_flight and (len(self._in_flight) > self.depth or not launched):
             outputs += self._finish_oldest()
+        elif not launched and not outputs:
+            self.grammars.wait(0.05)  # only grammars being compiled can be waiting
         return outputs
+
+    def _grammar_bitmask(self, scheduled: SchedulerOutput) -> GrammarBitmask | None:
+        requests = self.scheduler.requests
+        ids = [item.request_id for item in scheduled.scheduled
+               if item.sample and requests[item.request_id].grammar is not None]
+        if not ids:
+            return None
+        return self.grammars.bitmask(ids, [requests[i].grammar for i in ids])
+
+    def _finish_failed_grammars(self) -> list[EngineCoreOutput]:
+        """Abort the waiting requests whose grammar failed to compile (the front end's
+        check passed it, so this is the grammar engine's own failure: logged)."""
+        if not self.grammars.take_new_failures():
+            return []
+        failed = [r for r in self.scheduler.waiting if r.grammar is not None and r.grammar.failed]
+        for request in failed:
+            logger.error("request %s: its grammar failed to compile (%s)", request.request_id,
+                         request.grammar.error)
+        self.scheduler.finish_requests([r.request_id for r in failed],
+                                       RequestStatus.FINISHED_ABORTED)
+        return [EngineCoreOutput(r.request_id, [], finish_reason="abort") for r in failed]
 
     def _finish_oldest(self) -> list[EngineCoreOutput]:
         step = self._in_flight.popleft()
@@ -141,6 +182,7 @@ class EngineCore:
         return self.kv_cache.reset_prefix_cache()
 
     def shutdown(self) -> None:
+        self.grammars.shutdown()
         self.executor.shutdown()
 
 

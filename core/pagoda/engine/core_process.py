@@ -36,13 +36,15 @@ from pagoda.model_source import ModelSource
 
 def run_engine_core(conn: Connection, config: EngineConfig, source: ModelSource,
                     hf_config: Any, max_model_len: int, log_level: int = logging.WARNING,
-                    data_parallel_rank: int = 0) -> None:
+                    data_parallel_rank: int = 0, tokenizer: Any = None) -> None:
     """The process's entry point: build the core, report Ready (or CoreFailed), serve.
-    `log_level`: the parent's, so the core's start-up lines show where the parent's do."""
+    `log_level`: the parent's, so the core's start-up lines show where the parent's do;
+    `tokenizer`: the front end's (for grammars)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
     logs.configure(log_level)
     try:
-        core = EngineCore(config, source, hf_config, max_model_len, data_parallel_rank)
+        core = EngineCore(config, source, hf_config, max_model_len, data_parallel_rank,
+                          tokenizer)
     except BaseException as exc:
         conn.send(CoreFailed(repr(exc), traceback.format_exc()))
         raise SystemExit(1) from exc

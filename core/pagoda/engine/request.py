@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from pagoda.pooling_params import PoolingParams
     from pagoda.sampling_params import SamplingParams
+    from pagoda.structured.engine import RequestGrammar
 
 
 PLACEHOLDER_TOKEN_ID = -1
@@ -68,6 +69,8 @@ class Request:
     """Prompt tokens found in the prefix cache at first scheduling (-1: not yet scheduled)."""
     num_preemptions: int = 0
     block_hashes: list[bytes] = field(default_factory=list)
+    grammar: RequestGrammar | None = None
+    """The engine core's matcher of `sampling_params.structured_outputs`."""
 
     @property
     def all_token_ids(self) -> list[int]:
@@ -88,9 +91,11 @@ class Request:
     @property
     def needs_host_tokens(self) -> bool:
         """Whether sampling its next token needs its previous ones on the host (penalties,
-        bad words), so no step may be scheduled while one of its tokens is in flight."""
+        bad words, a grammar's matcher), so no step may be scheduled while one of its tokens
+        is in flight."""
         params = self.sampling_params
-        return params is not None and (params.has_penalties or bool(params.bad_words_token_ids))
+        return params is not None and (params.has_penalties or bool(params.bad_words_token_ids)
+                                       or params.structured_outputs is not None)
 
     @property
     def wants_prompt_logprobs(self) -> bool:

@@ -14,10 +14,15 @@ computes one token that is thrown away.
 
 A pooling request is a prompt and nothing more: the step that computes its last prompt
 token pools its hidden states (`sample` is set), and that output finishes it.
+
+A request with a grammar waits until the grammar is compiled (others are scheduled past
+it); each token it outputs advances its matcher, and the grammar's end (its stop token
+accepted) finishes it.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable
 
 from pagoda.config import SchedulerConfig
@@ -30,6 +35,8 @@ from pagoda.engine.scheduler_output import (
     ScheduledRequest,
     SchedulerOutput,
 )
+
+logger = logging.getLogger(__name__)
 
 
 class Scheduler:
@@ -159,6 +166,8 @@ class Scheduler:
             if (budget <= 0 or len(self.running) >= self.config.max_num_seqs
                     or len(planned) >= max_seqs):
                 break
+            if request.grammar is not None and not request.grammar.ready:
+                continue  # still compiling (a failed one is finished by the engine core)
             parent = request.fork_of
             if parent is not None and parent.status == RequestStatus.RUNNING and (
                 parent.num_computed_tokens < parent.num_prompt_tokens
@@ -237,6 +246,8 @@ class Scheduler:
             request.num_inflight_tokens -= 1
             request.output_token_ids.append(token)
             status = self._check_stop(request, token)
+            if request.grammar is not None:
+                status = self._advance_grammar(request, token) or status
             logprobs = result.logprobs.get(item.request_id)
             outputs.append(EngineCoreOutput(
                 item.request_id, [token],
@@ -257,6 +268,16 @@ class Scheduler:
         return EngineCoreOutput(request.request_id, [], finish_reason=status.finish_reason,
                                 num_cached_tokens=max(request.num_cached_tokens, 0),
                                 pooled=pooled)
+
+    @staticmethod
+    def _advance_grammar(request: Request, token: int) -> RequestStatus | None:
+        """Feed the token to the request's matcher: stopped once the grammar ends."""
+        assert request.grammar is not None
+        if not request.grammar.accept(token):
+            logger.error("request %s: its grammar rejects the sampled token %d; finishing it",
+                         request.request_id, token)
+            return RequestStatus.FINISHED_ABORTED
+        return RequestStatus.FINISHED_STOPPED if request.grammar.terminated else None
 
     def _check_stop(self, request: Request, token: int) -> RequestStatus | None:
         params = request.sampling_params

@@ -11,6 +11,7 @@ from pagoda.outputs import TokenLogprobs
 if TYPE_CHECKING:
     from pagoda.pooling_params import PoolingParams
     from pagoda.sampling_params import SamplingParams
+    from pagoda.structured.engine import GrammarBitmask
 
 
 @dataclass
@@ -49,6 +50,8 @@ class SchedulerOutput:
     scheduled: list[ScheduledRequest] = field(default_factory=list)
     finished_request_ids: list[str] = field(default_factory=list)
     """Requests finished, aborted or preempted since the last step: workers drop their state."""
+    grammar_bitmask: GrammarBitmask | None = None
+    """The allowed next tokens of the sampled requests that have a grammar."""
 
     @property
     def num_tokens(self) -> int:

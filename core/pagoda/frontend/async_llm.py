@@ -118,7 +118,7 @@ class AsyncLLM:
             config.parallel.data_parallel_size)
         self._dead_reason: str | None = None
         self._cores = EngineCores(config, self.frontend.source, self.hf_config,
-                                  self._on_outputs, self._on_death)
+                                  self._on_outputs, self._on_death, self.tokenizer)
         self.info: dict[str, Any] = self._cores.info
         self.max_model_len: int = self._cores.max_model_len
         self.pooler: PoolerSpec | None = self.info["pooler"]

@@ -56,7 +56,7 @@ class EngineCoreClient:
 
     def __init__(self, config: EngineConfig, source: ModelSource, hf_config: Any,
                  on_outputs: Callable[[StepOutputs], None], on_death: Callable[[str], None],
-                 data_parallel_rank: int = 0):
+                 data_parallel_rank: int = 0, tokenizer: Any = None):
         self._on_outputs = on_outputs
         self._on_death = on_death
         self._lock = threading.Lock()
@@ -76,7 +76,7 @@ class EngineCoreClient:
         self.process = ctx.Process(
             target=run_engine_core, name="pagoda-engine-core",
             args=(child_conn, config, replace(source), hf_config, config.model.max_model_len,
-                  logging.getLogger().getEffectiveLevel(), data_parallel_rank),
+                  logging.getLogger().getEffectiveLevel(), data_parallel_rank, tokenizer),
         )
         self.process.start()
         child_conn.close()

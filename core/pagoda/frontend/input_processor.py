@@ -73,6 +73,10 @@ class InputProcessor:
         ids = prompt.prompt_token_ids
         self._check_tokens(ids)
         params.validate_for_vocab(self.vocab_size)
+        if params.structured_outputs is not None:
+            from pagoda.structured.check import check  # the grammar engine, when asked for
+
+            check(params.structured_outputs)
         room = self.max_model_len - len(ids)
         if room <= 0:
             raise ValueError(

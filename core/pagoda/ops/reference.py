@@ -16,9 +16,10 @@ import torch.nn.functional as F
 from pagoda.ops.moe_reference import fused_moe
 from pagoda.ops.quant_reference import fp8_linear, int8_linear, woq_linear
 
-__all__ = ["all_reduce", "encoder_attention", "fp8_linear", "fused_add_rms_norm", "fused_moe",
-           "gelu", "gelu_and_mul", "int8_linear", "layer_norm", "linear", "rms_norm",
-           "rotary_embedding", "sample_from_logits", "silu_and_mul", "woq_linear"]
+__all__ = ["all_reduce", "apply_token_bitmask", "encoder_attention", "fp8_linear",
+           "fused_add_rms_norm", "fused_moe", "gelu", "gelu_and_mul", "int8_linear", "layer_norm",
+           "linear", "rms_norm", "rotary_embedding", "sample_from_logits", "silu_and_mul",
+           "woq_linear"]
 
 linear = F.linear
 """linear(x, weight, bias=None): x @ weight^T (+ bias) for x [..., K], weight [N, K] as
@@ -152,6 +153,19 @@ def sample_from_logits(
     scaled = x / torch.where(draw, temperature.unsqueeze(1), 1.0)
     exponentials = -torch.log(sampling_uniforms(seeds, offsets, logits.shape[1]))
     return torch.where(draw, scaled - torch.log(exponentials), x).argmax(dim=-1)
+
+
+def apply_token_bitmask(logits: torch.Tensor, bitmask: torch.Tensor) -> torch.Tensor:
+    """logits [R, V] (any float dtype) with the tokens a grammar does not allow set to -inf:
+    bit j of word k of bitmask [R, W] (int32) allows token 32k + j. Tokens past the
+    bitmask's 32W are not allowed; bits past V are ignored."""
+    ones = torch.ones(32, dtype=torch.int32, device=bitmask.device)  # made on the device:
+    bits = ones << torch.arange(32, dtype=torch.int32, device=bitmask.device)  # no host sync
+    allowed = ((bitmask.unsqueeze(-1) & bits) != 0).flatten(1)
+    vocab_size = logits.shape[-1]
+    if allowed.shape[1] < vocab_size:
+        allowed = F.pad(allowed, (0, vocab_size - allowed.shape[1]))
+    return torch.where(allowed[:, :vocab_size], logits, float("-inf"))
 
 
 def all_reduce(x: torch.Tensor, group: Any) -> torch.Tensor:

@@ -16,6 +16,7 @@ CORE_OPS = (
     "silu_and_mul",
     "gelu_and_mul",
     "sample_from_logits",
+    "apply_token_bitmask",
     "all_reduce",
     "fp8_linear",
     "int8_linear",

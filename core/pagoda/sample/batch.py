@@ -101,19 +101,23 @@ class SamplingBatch:
     logit_bias: TokenEntries | None
     penalties: Penalties | None
     max_num_logprobs: int | None  # largest `logprobs` asked for, None when none
+    token_bitmask: tuple[Tensor, Tensor] | None = None
+    """(rows [R], bitmask [R, W] int32): grammars' allowed tokens (`apply_token_bitmask`)."""
 
     @property
     def needs_processing(self) -> bool:
         """Whether any logits processor runs before greedy/random selection."""
-        return any(x is not None for x in
-                   (self.disallowed, self.banned, self.logit_bias, self.penalties))
+        return any(x is not None for x in (self.disallowed, self.banned, self.logit_bias,
+                                           self.penalties, self.token_bitmask))
 
     @classmethod
     def from_states(cls, states: Sequence[SamplingState], vocab_size: int,
                     device: torch.device | str,
-                    token_counts: TokenCounts | None = None) -> SamplingBatch:
+                    token_counts: TokenCounts | None = None,
+                    token_bitmask: tuple[list[int], Tensor] | None = None) -> SamplingBatch:
         """The batch of `states`; `token_counts` keeps penalty statistics across steps
-        (without it they are computed from the full token lists)."""
+        (without it they are computed from the full token lists); `token_bitmask`: the rows
+        that have a grammar and their bitmask (on any device)."""
         device = torch.device(device)
         draws = [s.draw for s in states]
         temperature, top_k, top_p, min_p = zip(*draws, strict=True) if draws else ((),) * 4
@@ -148,6 +152,9 @@ class SamplingBatch:
             penalties=Penalties.build(
                 states, [i for i, s in enumerate(states) if s.penalties], token_counts),
             max_num_logprobs=max(logprobs) if logprobs else None,
+            token_bitmask=None if token_bitmask is None else (
+                _tensor(token_bitmask[0], torch.int64, device),
+                token_bitmask[1].to(device, non_blocking=True)),
         )
 
     @staticmethod

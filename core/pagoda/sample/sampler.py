@@ -45,23 +45,30 @@ class Sampler:
             self.generator.seed()
         else:
             self.generator.manual_seed(seed)
-        self._sample_from_logits = (ops or current_ops()).sample_from_logits
+        ops = ops or current_ops()
+        self._sample_from_logits = ops.sample_from_logits
+        self._apply_token_bitmask = ops.apply_token_bitmask
         self._token_counts: TokenCounts | None = None
 
-    def __call__(self, logits: Tensor, states: Sequence[SamplingState]) -> SamplerOutput:
-        """Sample one token per row of logits [B, V] for the requests `states`."""
+    def __call__(self, logits: Tensor, states: Sequence[SamplingState],
+                 token_bitmask: tuple[list[int], Tensor] | None = None) -> SamplerOutput:
+        """Sample one token per row of logits [B, V] for the requests `states`;
+        `token_bitmask`: (rows, bitmask [len(rows), W]) of the rows a grammar constrains."""
         vocab_size = logits.shape[-1]
         counts = self._token_counts
         if counts is None or (counts.vocab_size, counts.device) != (vocab_size, logits.device):
             counts = self._token_counts = TokenCounts(vocab_size, logits.device)
         return self.sample(logits, SamplingBatch.from_states(states, vocab_size, logits.device,
-                                                             counts))
+                                                             counts, token_bitmask))
 
     def sample(self, logits: Tensor, batch: SamplingBatch) -> SamplerOutput:
         """Like calling the sampler, with the step's batch already built."""
         raw = logits
         if batch.needs_processing:
             logits = logits.to(torch.float32, copy=True)
+            if batch.token_bitmask is not None:  # first: the grammar's tokens are the choice
+                rows, bitmask = batch.token_bitmask
+                logits[rows] = self._apply_token_bitmask(logits[rows], bitmask)
             apply_logits_processors(logits, batch)
         sampled = logits.argmax(dim=-1) if batch.all_greedy else self._random(logits, batch)
         logprobs = None

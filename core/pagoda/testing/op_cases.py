@@ -212,6 +212,27 @@ def sample_from_logits_cases(dtype: torch.dtype, gen: torch.Generator) -> Iterat
                      {"dtype": dtype, "vocab_size": vocab})
 
 
+BITMASK_SHAPES = ((1, 32, 1), (3, 100, 4), (5, 1000, 32), (2, 4096, 128), (2, 70, 2))
+"""(rows, vocabulary, bitmask words): one word, a vocabulary not a multiple of 32, a
+bitmask wider than the vocabulary (a padded one), and one narrower (tokens past it)."""
+
+
+def apply_token_bitmask_cases(dtype: torch.dtype, gen: torch.Generator) -> Iterator[OpCase]:
+    """Random bitmasks (every bit pattern of int32, the sign bit included), rows allowing
+    everything and nothing, over logits with some -inf already."""
+    for rows, vocab, words in BITMASK_SHAPES:
+        logits = torch.randn(rows, vocab, generator=gen) * 3
+        logits[torch.rand(rows, vocab, generator=gen) < 0.1] = -math.inf
+        bitmask = torch.randint(-(2**31), 2**31 - 1, (rows, words), generator=gen,
+                                dtype=torch.int64).to(torch.int32)
+        bitmask[0] = -1
+        if rows > 1:
+            bitmask[-1] = 0
+        yield OpCase("apply_token_bitmask", f"R={rows} V={vocab} W={words}",
+                     {"logits": logits.to(dtype), "bitmask": bitmask},
+                     {"dtype": dtype, "vocab_size": vocab})
+
+
 CASE_GENERATORS: dict[str, Callable[[torch.dtype, torch.Generator], Iterator[OpCase]]] = {
     "linear": linear_cases,
     "rms_norm": rms_norm_cases,
@@ -220,6 +241,7 @@ CASE_GENERATORS: dict[str, Callable[[torch.dtype, torch.Generator], Iterator[OpC
     "silu_and_mul": silu_and_mul_cases,
     "gelu_and_mul": gelu_and_mul_cases,
     "sample_from_logits": sample_from_logits_cases,
+    "apply_token_bitmask": apply_token_bitmask_cases,
     "fp8_linear": fp8_linear_cases,
     "int8_linear": int8_linear_cases,
     "woq_linear": woq_linear_cases,

@@ -131,6 +131,16 @@ class ModelRunner(StepRunner):
     def _to_sampler(self, logits: torch.Tensor, n: int) -> torch.Tensor:
         return logits.to(self.sample_device)[:n]
 
+    @staticmethod
+    def _token_bitmask(step: SchedulerOutput,
+                       rows: list[SampledRow]) -> tuple[list[int], torch.Tensor] | None:
+        """The step's grammar bitmask with the sampler's row of each of its requests."""
+        grammars = step.grammar_bitmask
+        if grammars is None:
+            return None
+        index = {row.request_id: i for i, row in enumerate(rows)}
+        return [index[r] for r in grammars.request_ids], grammars.bitmask
+
     def _execute(self, step: SchedulerOutput) -> PendingStepOutput:
         self._update_states(step)
         if step.is_empty:
@@ -152,7 +162,8 @@ class ModelRunner(StepRunner):
             for item, _ in sampling:
                 state = self.states[item.request_id]
                 rows.append(SampledRow(item.request_id, state, len(state.output_token_ids)))
-            out = self.sampler(self._to_sampler(logits, len(rows)), [row.state for row in rows])
+            out = self.sampler(self._to_sampler(logits, len(rows)), [row.state for row in rows],
+                               self._token_bitmask(step, rows))
             for row in rows:  # seeded draws and min_tokens count the token being sampled
                 row.state.output_token_ids.append(PLACEHOLDER_TOKEN_ID)
             self._last_sampled = out.sampled_token_ids

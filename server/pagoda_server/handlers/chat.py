@@ -16,7 +16,7 @@ from pagoda.outputs import TokenLogprobs
 from pagoda_server.chat_template import render_chat
 from pagoda_server.generation import Outputs, final_outputs, start_generations
 from pagoda_server.openai_format import TokenTexts, chat_logprobs, usage
-from pagoda_server.params import build_params
+from pagoda_server.params import build_params, structured_outputs
 from pagoda_server.protocol.chat import ChatCompletionRequest
 from pagoda_server.state import server_state
 from pagoda_server.streaming import DONE, data_frame, openai_error_frame, sse_response
@@ -50,6 +50,9 @@ async def create_chat_completion(body: ChatCompletionRequest, request: Request) 
     fields = {**body.sampling_kwargs(), "max_tokens": body.output_limit}
     if body.num_logprobs is not None:
         fields["logprobs"] = body.num_logprobs
+    grammar = structured_outputs(body)
+    if grammar is not None:
+        fields["structured_outputs"] = grammar
     params = build_params(state, fields)
     request_id = f"chatcmpl-{uuid.uuid4().hex}"
     streams = await start_generations(state, request, [prompt], params, request_id,

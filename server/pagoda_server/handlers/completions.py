@@ -16,7 +16,7 @@ from fastapi.responses import JSONResponse
 from pagoda.outputs import CompletionOutput, RequestOutput, TokenLogprobs
 from pagoda_server.generation import Outputs, final_outputs, merge, start_generations
 from pagoda_server.openai_format import TokenTexts, completion_logprobs, usage
-from pagoda_server.params import build_params
+from pagoda_server.params import build_params, structured_outputs
 from pagoda_server.protocol.completions import CompletionRequest
 from pagoda_server.state import server_state
 from pagoda_server.streaming import DONE, data_frame, openai_error_frame, sse_response
@@ -59,6 +59,9 @@ async def create_completion(body: CompletionRequest, request: Request) -> Respon
     fields = {**body.sampling_kwargs(), "max_tokens": body.max_tokens}
     if body.logprobs is not None:
         fields["logprobs"] = body.logprobs
+    grammar = structured_outputs(body)
+    if grammar is not None:
+        fields["structured_outputs"] = grammar
     params = build_params(state, fields)
     request_id = f"cmpl-{uuid.uuid4().hex}"
     streams = await start_generations(state, request, body.prompts(), params, request_id,

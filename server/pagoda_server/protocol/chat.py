@@ -73,7 +73,7 @@ class ChatTemplateFields(RequestModel):
 class ChatCompletionRequest(SamplingRequest, ChatTemplateFields):
     ACCEPTED_DEFAULTS: ClassVar[dict[str, tuple[Any, ...]]] = {
         "store": (False,), "service_tier": ("auto", "default"), "modalities": (["text"],),
-        "response_format": ({"type": "text"},), "tools": ([],), "tool_choice": ("none",),
+        "tools": ([],), "tool_choice": ("none",),
         "parallel_tool_calls": (True, False), "functions": (), "function_call": ("none",),
         "audio": (), "prediction": (), "web_search_options": (), "reasoning_effort": (),
         "verbosity": (), "moderation": (), "prompt_cache_options": (),
@@ -93,7 +93,6 @@ class ChatCompletionRequest(SamplingRequest, ChatTemplateFields):
     store: Any = None
     service_tier: Any = None
     modalities: Any = None
-    response_format: Any = None
     tools: Any = None
     tool_choice: Any = None
     parallel_tool_calls: Any = None

@@ -7,6 +7,7 @@ from typing import Any
 from pydantic import Field
 
 from pagoda_server.protocol.common import RequestModel
+from pagoda_server.protocol.structured import ResponseFormat, StructuredOutputsRequest
 
 SAMPLING_FIELDS = (
     "n", "temperature", "top_p", "top_k", "min_p", "presence_penalty", "frequency_penalty",
@@ -38,6 +39,7 @@ class SamplingRequest(RequestModel):
     stop: str | list[str] | None = None
     stream: bool | None = None
     stream_options: StreamOptions | None = None
+    response_format: ResponseFormat | None = None
     user: str | None = None
     """Accepted, unused."""
 
@@ -54,6 +56,8 @@ class SamplingRequest(RequestModel):
     allowed_token_ids: list[int] | None = None
     bad_words: list[str] | None = None
     priority: int | None = None
+    structured_outputs: StructuredOutputsRequest | None = None
+    """A grammar the output must follow (one of json, json_object, regex, choice, grammar)."""
     """Scheduling priority (lower first) when the server runs `--scheduling-policy priority`."""
 
     def sampling_kwargs(self) -> dict[str, Any]:
