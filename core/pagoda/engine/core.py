@@ -109,8 +109,8 @@ class EngineCore:
         gc.freeze()
 
     def add_request(self, request: Request) -> None:
-        params = request.sampling_params
-        if params.structured_outputs is not None:
+        params = request.sampling_params  # None: a pooling request
+        if params is not None and params.structured_outputs is not None:
             stops = list(params.stop_token_ids)  # what may end the grammar, eos too even
             if request.eos_token_id is not None:  # with ignore_eos: the grammar has ended
                 stops.append(request.eos_token_id)
