@@ -124,3 +124,11 @@ def test_quantization_is_refused(tmp_path):
                                         "'int8'"):
         LLM(str(tmp_path), dtype="float32", device="cpu", load_format="dummy",
             num_kv_blocks=16, quantization="int8")
+
+
+def test_tensor_parallelism_is_refused(tmp_path):
+    CONFIGS["gpt-neox"].save_pretrained(tmp_path)
+    save_tokenizer(tmp_path)
+    with pytest.raises(Exception, match="runs on one device: tensor_parallel_size 2"):
+        LLM(str(tmp_path), dtype="float32", device="cpu", load_format="dummy",
+            num_kv_blocks=16, tensor_parallel_size=2)
