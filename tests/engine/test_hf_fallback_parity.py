@@ -132,3 +132,23 @@ def test_tensor_parallelism_is_refused(tmp_path):
     with pytest.raises(Exception, match="runs on one device: tensor_parallel_size 2"):
         LLM(str(tmp_path), dtype="float32", device="cpu", load_format="dummy",
             num_kv_blocks=16, tensor_parallel_size=2)
+
+
+def test_padded_decode_graph_replays(checkpoint):
+    """Decode steps through DecodeGraphs' static, padded buffers (replayed by re-running,
+    the CPU's stand-in for a device graph) give HF's tokens: padding rows (no slot, no
+    keys) pass through the HF model harmlessly."""
+    from pagoda.worker.decode_graphs import DecodeGraphs
+    from tests.engine.test_decode_graphs import RerunCapture
+
+    path, expected, _ = checkpoint
+    llm = LLM(str(path), device="cpu", dtype="float32", attention_backend="reference",
+              num_kv_blocks=256, block_size=4)  # (reference: reads only the metadata's tensors)
+    worker = llm.engine.core.executor.worker
+    runner, capture = worker.runner, RerunCapture()
+    runner.graphs = DecodeGraphs(worker.model, runner.kv_caches, runner.builder, capture,
+                                 [2, 8], max_blocks_per_seq=16, block_size=4,
+                                 device=runner.device)
+    runner.graphs.capture_all()
+    assert _generate(llm, MIXED) == expected
+    assert capture.replays >= NEW_TOKENS - 1
