@@ -41,6 +41,7 @@ NON_DEFAULTS: dict[str, tuple[object, list[str]]] = {
     "chat_template": (TEMPLATE, ["--chat-template", TEMPLATE]),
     "quantization": ("gguf", ["--quantization", "gguf"]),
     "runner": ("pooling", ["--runner", "pooling"]),
+    "model_impl": ("transformers", ["--model-impl", "transformers"]),
     "block_size": (32, ["--block-size", "32"]),
     "kv_cache_memory": (2 * 2**30, ["--kv-cache-memory", "2GiB"]),
     "memory_fraction": (0.5, ["--memory-fraction", "0.5"]),

@@ -27,6 +27,7 @@ def test_every_engine_option_is_an_llm_keyword(model_dir: Path, tmp_path: Path) 
         "load_format": "safetensors", "max_model_len": 64, "seed": 3,
         "served_model_name": ["tiny"], "generation_config": "pagoda",
         "chat_template": str(template), "quantization": "none", "runner": "generate",
+        "model_impl": "pagoda",
         "block_size": 8, "kv_cache_memory": 2**20, "memory_fraction": 0.5,
         "gpu_memory_utilization": 0.5, "kv_cache_dtype": "float32",
         "enable_prefix_caching": False, "num_kv_blocks": 24,
@@ -42,6 +43,7 @@ def test_every_engine_option_is_an_llm_keyword(model_dir: Path, tmp_path: Path) 
     assert flat_values(llm.engine.config) == {**options, "chat_template": TEMPLATE}
     info = llm.engine.core.info
     assert (info["platform"], info["attention_backend"]) == ("cpu", "cpu_sdpa")
+    assert info["model_class"] == "LlamaForCausalLM"
     assert (info["kv_cache_blocks"], info["kv_cache_tokens"]) == (24, 24 * 8)
     assert info["async_scheduling"] is False
     params = SamplingParams(temperature=0.0, max_tokens=3, ignore_eos=True)

@@ -122,3 +122,52 @@ def test_attention_shape_and_kv_cache_spec(cls, overrides, expected):
         16, expected[1], expected[2], torch.bfloat16
     )
     assert model.num_attention_layers == config.num_hidden_layers
+
+
+def test_model_impl_picks_native_else_the_transformers_fallback():
+    from transformers import GPTNeoXConfig
+
+    from pagoda.models.loader import FALLBACK_CLASS, choose_model_impl
+
+    llama, neox = _llama_config(), GPTNeoXConfig(architectures=["GPTNeoXForCausalLM"])
+    native = choose_model_impl(llama)
+    assert (native.impl, native.target) == ("pagoda", "pagoda.models.llama:LlamaForCausalLM")
+    assert native.describe() == "native: pagoda.models.llama:LlamaForCausalLM"
+    forced = choose_model_impl(llama, "transformers")
+    assert (forced.impl, forced.architecture, forced.target) == (
+        "transformers", "LlamaForCausalLM", FALLBACK_CLASS)
+    fallback = choose_model_impl(neox)
+    assert fallback.describe() == ("transformers fallback: transformers.GPTNeoXForCausalLM "
+                                   f"through {FALLBACK_CLASS}")
+    with pytest.raises(ValueError, match="GPTNeoXForCausalLM with model_impl='pagoda': Pagoda "
+                                         "has no class for it"):
+        choose_model_impl(neox, "pagoda")
+
+
+def test_a_config_without_architectures_takes_its_model_types_causal_lm():
+    from transformers import GPTNeoXConfig
+
+    from pagoda.models.loader import choose_model_impl
+
+    assert choose_model_impl(GPTNeoXConfig()).architecture == "GPTNeoXForCausalLM"
+    assert choose_model_impl(tiny_config(LlamaConfig)).target.endswith(":LlamaForCausalLM")
+
+
+@pytest.mark.parametrize(("architecture", "why"), [
+    ("GPTNeoForCausalLM", "GPTNeoForCausalLM does not support the attention interface"),
+    ("GPTNeoXForSequenceClassification", "is not one of transformers' causal LMs"),
+    ("FooForCausalLM", "has no model class FooForCausalLM"),
+])
+def test_what_neither_can_run_is_refused_naming_why(architecture, why):
+    from transformers import PretrainedConfig
+
+    from pagoda.models.loader import choose_model_impl
+
+    config = PretrainedConfig(architectures=[architecture])
+    with pytest.raises(ValueError, match=f"Unsupported model architecture {architecture}: "
+                                         f"Pagoda has no class for it .*, and the transformers "
+                                         f"fallback cannot run it: .*{why}"):
+        choose_model_impl(config)
+    with pytest.raises(ValueError, match=f"The transformers fallback cannot run "
+                                         f"{architecture}: .*{why}"):
+        choose_model_impl(config, "transformers")

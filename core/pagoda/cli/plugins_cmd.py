@@ -1,5 +1,7 @@
 """`pagoda plugins`: the first-party backends and how each stands here, then every
-installed plugin, its status and what it registered."""
+installed plugin, its status and what it registered; with --model or --architecture,
+which implementation would run that model (Pagoda's own class or the transformers
+fallback) instead."""
 
 from __future__ import annotations
 
@@ -14,8 +16,16 @@ from pagoda.plugins.manager import PluginRecord, PluginRegistries, get_registrie
 UNKNOWN = "unknown"
 
 
+MODEL_IMPLS = ("auto", "pagoda", "transformers")
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print JSON")
+    which = parser.add_mutually_exclusive_group()
+    which.add_argument("--model", help="say which implementation runs this model (HF "
+                       "directory, .gguf file, hub id or bundled name) with each model_impl")
+    which.add_argument("--architecture", help="the same for an HF architecture name, e.g. "
+                       "GPTNeoXForCausalLM")
 
 
 def _plugin_entry(rec: PluginRecord, regs: PluginRegistries) -> dict[str, Any]:
@@ -101,7 +111,48 @@ def _print_plugin(p: dict[str, Any]) -> None:
         print(f"  kernels: {ops}")
 
 
+def model_report(hf_config: Any) -> dict[str, Any]:
+    """{"architectures": [...], and per model_impl (auto, pagoda, transformers) either
+    {"runs": what runs it} or {"error": why nothing can}}. The fallback's probe of the
+    built model (at load) can still refuse it."""
+    from pagoda.models.hf_fallback import config_architectures
+    from pagoda.models.loader import choose_model_impl
+
+    report: dict[str, Any] = {"architectures": config_architectures(hf_config)}
+    for impl in MODEL_IMPLS:
+        try:
+            report[impl] = {"runs": choose_model_impl(hf_config, impl).describe()}
+        except ValueError as exc:
+            report[impl] = {"error": str(exc)}
+    return report
+
+
+def _model_config(args: argparse.Namespace) -> tuple[str, Any]:
+    if args.model is not None:
+        from pagoda.model_source import resolve_model
+
+        return args.model, resolve_model(args.model).hf_config()
+    from transformers import PretrainedConfig
+
+    return args.architecture, PretrainedConfig(architectures=[args.architecture])
+
+
+def _run_model(args: argparse.Namespace) -> int:
+    name, hf_config = _model_config(args)
+    report = model_report(hf_config)
+    if args.json:
+        print(json.dumps({"model": name, **report}, indent=2))
+    else:
+        print(f"{name} ({', '.join(report['architectures']) or 'no architecture'}):")
+        for impl in MODEL_IMPLS:
+            print(f"  model_impl {impl + ':':<13} "
+                  f"{report[impl].get('runs') or 'cannot run: ' + report[impl]['error']}")
+    return 0 if "runs" in report["auto"] else 1
+
+
 def run(args: argparse.Namespace) -> int:
+    if args.model is not None or args.architecture is not None:
+        return _run_model(args)
     report = plugins_report(get_registries())
     if args.json:
         print(json.dumps(report, indent=2))

@@ -134,6 +134,11 @@ class ModelConfig:
     BertForSequenceClassification and decoders saved without their LM head, e.g.
     Qwen3Model, pool; a *ForCausalLM generates), except that a causal LM shipped as a
     sentence-transformers model (modules.json) pools."""
+    model_impl: Literal["auto", "pagoda", "transformers"] = "auto"
+    """Which implementation runs the model: pagoda (its own class for the architecture),
+    transformers (HF transformers' modeling code with Pagoda's paged attention, KV cache,
+    scheduler and sampler; one device, unquantized weights), or auto (pagoda where it has
+    the architecture, else transformers)."""
 
     def __post_init__(self) -> None:
         check_choices(self)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
@@ -12,6 +13,11 @@ from torch import nn
 from transformers import AutoConfig, PretrainedConfig
 
 from pagoda.attention import AttentionBackend
+from pagoda.models.hf_fallback.support import (
+    FallbackUnsupported,
+    config_architectures,
+    fallback_class,
+)
 from pagoda.models.pooler import model_runner
 from pagoda.models.pooling_adapter import as_pooling_model
 from pagoda.models.weights import (
@@ -32,36 +38,85 @@ def load_hf_config(path: str | os.PathLike[str]) -> PretrainedConfig:
     return AutoConfig.from_pretrained(str(path))
 
 
+ModelImpl = Literal["auto", "pagoda", "transformers"]
+
+FALLBACK_CLASS = "pagoda.models.hf_fallback:TransformersForCausalLM"
+
+
+@dataclass(frozen=True)
+class ModelChoice:
+    """Which class runs a model: Pagoda's own for the architecture, or the transformers
+    fallback."""
+
+    architecture: str
+    impl: Literal["pagoda", "transformers"]
+    target: str
+    """The class, as "module:attribute"."""
+
+    def describe(self) -> str:
+        """E.g. "native: pagoda.models.llama:LlamaForCausalLM"."""
+        if self.impl == "pagoda":
+            return f"native: {self.target}"
+        return f"transformers fallback: transformers.{self.architecture} through {self.target}"
+
+
+def choose_model_impl(config: PretrainedConfig, model_impl: ModelImpl = "auto") -> ModelChoice:
+    """The class for the config's `architectures` (a config without them: the causal LM
+    transformers builds for its `model_type`).
+
+    auto: Pagoda's own where registered, else the transformers fallback where transformers
+    has the architecture as a causal LM with attention-interface support; pagoda and
+    transformers force one. ValueError naming the architecture and why nothing runs it.
+    """
+    if model_impl not in ("auto", "pagoda", "transformers"):
+        raise ValueError(f"model_impl must be auto, pagoda or transformers, got {model_impl!r}")
+    models = get_registries().models
+    architectures = config_architectures(config)
+    named = ", ".join(architectures) or "(none in config)"
+    if model_impl != "transformers":
+        for arch in architectures:
+            if arch in models:
+                return ModelChoice(arch, "pagoda", models.get(arch).spec.model)
+    native = f"Pagoda has no class for it (supported: {', '.join(models.names())})"
+    if model_impl == "pagoda":
+        raise ValueError(f"Unsupported model architecture {named} with model_impl='pagoda': "
+                         f"{native}")
+    try:
+        arch, _ = fallback_class(config)
+    except FallbackUnsupported as exc:
+        if model_impl == "transformers":
+            raise ValueError(f"The transformers fallback cannot run {named}: {exc}") from None
+        raise ValueError(f"Unsupported model architecture {named}: {native}, and the "
+                         f"transformers fallback cannot run it: {exc}") from None
+    return ModelChoice(arch, "transformers", FALLBACK_CLASS)
+
+
 def resolve_model_class(config: PretrainedConfig, runner: str = "auto", *,
-                        sentence_transformers: bool = False) -> type[nn.Module]:
-    """The registered model class for the config's `architectures` (a config without
-    them: the causal LM transformers builds for its `model_type`), as `runner` asks.
+                        sentence_transformers: bool = False,
+                        model_impl: ModelImpl = "auto") -> type[nn.Module]:
+    """The class `choose_model_impl` picks for the config, as `runner` asks.
 
     runner "auto" takes what the architecture is (its registration's `runner`, else the
     class's own), except that a causal LM with a `sentence_transformers` config pools;
     "pooling" turns a causal LM into an embedding model; a pooling model cannot generate.
+    The transformers fallback only generates.
     """
-    models = get_registries().models
-    architectures = getattr(config, "architectures", None) or []
-    if not architectures:
-        from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
-
-        default = MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.get(getattr(config, "model_type", None))
-        architectures = [default] if default else []
-    arch = next((a for a in architectures if a in models), None)
-    if arch is None:
-        raise ValueError(
-            f"Unsupported model architecture {architectures or '(none in config)'}; "
-            f"supported: {', '.join(models.names())}"
-        )
-    spec = models.get(arch).spec
-    model_cls = load_target(spec.model)
+    choice = choose_model_impl(config, model_impl)
+    model_cls = load_target(choice.target)
+    if choice.impl == "transformers":
+        if runner == "pooling" or (runner == "auto" and sentence_transformers):
+            raise ValueError(f"The transformers fallback ({choice.architecture}) only "
+                             "generates: runner 'pooling' (or a sentence-transformers "
+                             "checkpoint with runner 'auto') needs a Pagoda model class; "
+                             "use runner 'generate'")
+        return model_cls
+    spec = get_registries().models.get(choice.architecture).spec
     own = model_runner(model_cls)
     if runner == "auto":
         runner = spec.runner or ("pooling" if sentence_transformers else own)
     if runner == "generate" and "pooling" in (own, spec.runner):
-        raise ValueError(f"runner 'generate': {arch} is a pooling model (embeddings or "
-                         "scores, no LM head); it cannot generate text")
+        raise ValueError(f"runner 'generate': {choice.architecture} is a pooling model "
+                         "(embeddings or scores, no LM head); it cannot generate text")
     return as_pooling_model(model_cls) if runner != own else model_cls
 
 

@@ -11,7 +11,7 @@ from pagoda.attention import AttentionBackend
 from pagoda.config import PoolerConfig
 from pagoda.model_source import ModelSource
 from pagoda.models.decoder_spec import attention_shape, attention_soft_cap
-from pagoda.models.loader import load_model, pooler_kwargs, resolve_model_class
+from pagoda.models.loader import ModelImpl, load_model, pooler_kwargs, resolve_model_class
 from pagoda.models.pooler import pooler_spec_for
 from pagoda.models.weights import process_weights_after_loading
 from pagoda.pooling import PoolerSpec, read_sentence_transformers_config
@@ -32,14 +32,17 @@ def build_model(
     quant_method: QuantMethod | None = None,
     runner: str = "auto",
     pooler_config: PoolerConfig | None = None,
+    model_impl: ModelImpl = "auto",
 ) -> nn.Module:
     """The model on `device` with its weights (under the caller's `use_ops` table): the
     architecture's class as `runner` asks (see `resolve_model_class`), a pooling model with
-    the `PoolerSpec` from `pooler_config` and the checkpoint's sentence-transformers files."""
+    the `PoolerSpec` from `pooler_config` and the checkpoint's sentence-transformers files;
+    `model_impl` picks Pagoda's class or the transformers fallback (`choose_model_impl`)."""
     checkpoint = (read_sentence_transformers_config(source.path)
                   if source.format == "hf" and runner != "generate" else None)
     model_cls = resolve_model_class(hf_config, runner,
-                                    sentence_transformers=checkpoint is not None)
+                                    sentence_transformers=checkpoint is not None,
+                                    model_impl=model_impl)
     pooler = pooler_spec_for(model_cls, pooler_config or PoolerConfig(), checkpoint, hf_config)
     quant_method = quant_method or UnquantizedMethod()
     weights_from = "dummy" if load_format == "dummy" else source.format

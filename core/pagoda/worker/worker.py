@@ -69,12 +69,13 @@ class Worker(WorkerBase):
     def load_model(self) -> None:
         start = time.perf_counter()
         dtype, kv_dtype = self._dtypes()
-        num_heads, num_kv_heads, head_size, sliding_window = attention_shape(self.hf_config)
+        text_config = self.hf_config.get_text_config()  # (a multimodal config's text part)
+        num_heads, num_kv_heads, head_size, sliding_window = attention_shape(text_config)
         tp = tp_group()
         heads = AttentionHeads(num_heads, num_kv_heads, tp.rank, tp.world_size)  # this rank's
         attn_config = AttentionConfig(
             heads.local_heads, heads.local_kv_heads, head_size, dtype, kv_dtype,
-            self.config.cache.block_size, sliding_window, attention_soft_cap(self.hf_config),
+            self.config.cache.block_size, sliding_window, attention_soft_cap(text_config),
         )
         self.attn_backend = select_attention_backend(
             self.platform, attn_config, self.config.attention_backend
@@ -89,6 +90,7 @@ class Worker(WorkerBase):
                 attn_backend=self.attn_backend, load_format=self.config.model.load_format,
                 seed=self.config.model.seed, quant_method=self.quant_method,
                 runner=self.config.model.runner, pooler_config=self.config.pooler,
+                model_impl=self.config.model.model_impl,
             )
         self.pooling = self.model if isinstance(self.model, PoolingModel) else None
         log_kv_cache_scales(self.model, kv_dtype)
@@ -100,10 +102,10 @@ class Worker(WorkerBase):
         # step waits for them (or, on devices that trace lazily, carries their upload)
         self.kv_spec = self.model.kv_cache_spec(self.config.cache.block_size, kv_dtype)
         self.num_layers = self.model.num_attention_layers
-        logger.info("Loaded %s on %s with attention backend %s (%s, quantization %s) in %.1f s",
-                    self.source.name, self.platform.device_name(self.local_rank),
-                    self.attn_backend.name, dtype, self.quant_method.name,
-                    time.perf_counter() - start)
+        logger.info("Loaded %s as %s on %s with attention backend %s (%s, quantization %s) "
+                    "in %.1f s", self.source.name, type(self.model).__name__,
+                    self.platform.device_name(self.local_rank), self.attn_backend.name, dtype,
+                    self.quant_method.name, time.perf_counter() - start)
 
     def profile_step_memory(self) -> int:
         """Transient device memory of the largest step the scheduler may send, measured by
@@ -202,6 +204,7 @@ class Worker(WorkerBase):
         return {
             "platform": self.platform.name,
             "device": self.platform.device_name(self.local_rank),
+            "model_class": type(self.model).__name__,
             "attention_backend": self.attn_backend.name,
             "dtype": str(self._dtypes()[0]).removeprefix("torch."),
             "kv_cache_dtype": kv_cache_dtype_label(self._dtypes()[1]),

@@ -282,3 +282,22 @@ def test_fp8_cache_graphs_and_overlap_match_eager_sync_steps(tmp_path: Path) -> 
         pytest.approx(list(s)) for s in SCALES]
     eager = LLM(path, device="cuda", enforce_eager=True, async_scheduling=False, **common)
     assert _greedy(fast, prompts) == _greedy(eager, prompts)
+
+
+@pytest.mark.parametrize("name", ["gpt-neox", "gpt2"])
+def test_transformers_fallback_matches_cpu(name: str, tmp_path: Path) -> None:
+    """An architecture Pagoda has no class for, on HF's modeling code with our paged
+    attention: decode graphs with overlapped steps, eager synchronous steps and the CPU
+    give the same greedy tokens (mixed batches, chunked prefill, shared prefixes)."""
+    from tests.engine.test_hf_fallback_parity import CONFIGS
+
+    path = str(make_checkpoint(tmp_path, CONFIGS[name]))
+    prompts = _prompts(1, [3, 17, 9, 30, 1, 12]) + [[5] * 21 + p for p in _prompts(2, [4, 9])]
+    common = dict(dtype="float32", num_kv_blocks=256, block_size=16, max_num_batched_tokens=32)
+    fast = LLM(path, device="cuda", **common)
+    info = fast.engine.core.info
+    assert info["model_class"] == "TransformersForCausalLM"
+    assert info["graph_batch_sizes"] and info["attention_backend"] == "triton"
+    eager = LLM(path, device="cuda", enforce_eager=True, async_scheduling=False, **common)
+    expected = _greedy(LLM(path, device="cpu", **common), prompts)
+    assert _greedy(fast, prompts) == _greedy(eager, prompts) == expected
