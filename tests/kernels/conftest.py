@@ -1,19 +1,12 @@
-"""Triton kernel tests: on a CUDA GPU when there is one, else in Triton's CPU interpreter.
-
-TRITON_INTERPRET must be set before the kernels are defined (at import), so it is set here,
-at collection, for the whole session when no GPU is visible.
-"""
+"""Triton kernel tests: on a CUDA GPU when there is one, else in Triton's CPU interpreter
+(chosen for the whole session by tests/conftest.py, before anything imports triton)."""
 
 from __future__ import annotations
-
-import os
 
 import pytest
 import torch
 
 ON_GPU = torch.cuda.is_available()
-if not ON_GPU:
-    os.environ.setdefault("TRITON_INTERPRET", "1")
 
 
 @pytest.fixture(scope="session")
