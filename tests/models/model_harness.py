@@ -113,3 +113,33 @@ class PagedBatch:
 def hf_logits(model: PreTrainedModel, tokens: list[int]) -> torch.Tensor:
     with torch.inference_mode():
         return model(torch.tensor([tokens])).logits[0].float()
+
+
+def random_tokens(n: int, seed: int, vocab: int = 160) -> list[int]:
+    return torch.randint(vocab, (n,), generator=torch.Generator().manual_seed(seed)).tolist()
+
+
+def check_prefill_then_decode(model: torch.nn.Module, hf_model: PreTrainedModel, *,
+                              atol: float, rtol: float, vocab: int = 160) -> None:
+    """A 13-token prefill, then one decode at a time: each step's logits are HF's."""
+    tokens = random_tokens(18, seed=1, vocab=vocab)
+    expected = hf_logits(hf_model, tokens)
+    runner = PagedBatch(model, block_size=4)
+    (prefill,) = runner.step([(0, tokens[:13])])
+    torch.testing.assert_close(prefill, expected[:13], atol=atol, rtol=rtol)
+    for pos in range(13, len(tokens)):
+        (decode,) = runner.step([(0, [tokens[pos]])])
+        torch.testing.assert_close(decode, expected[pos : pos + 1], atol=atol, rtol=rtol)
+
+
+def check_mixed_batch(model: torch.nn.Module, hf_model: PreTrainedModel, *, atol: float,
+                      rtol: float, vocab: int = 160) -> None:
+    """One flattened step holding a decode, a whole prefill and the rest of a chunked
+    prefill: each sequence's logits are HF's for it alone."""
+    seqs = {i: random_tokens(n, seed=i + 2, vocab=vocab) for i, n in enumerate((10, 14, 11))}
+    runner = PagedBatch(model, block_size=8)
+    runner.step([(0, seqs[0][:9]), (2, seqs[2][:6])])
+    decode, prefill, chunk = runner.step([(0, seqs[0][9:]), (1, seqs[1]), (2, seqs[2][6:])])
+    torch.testing.assert_close(decode, hf_logits(hf_model, seqs[0])[9:], atol=atol, rtol=rtol)
+    torch.testing.assert_close(prefill, hf_logits(hf_model, seqs[1]), atol=atol, rtol=rtol)
+    torch.testing.assert_close(chunk, hf_logits(hf_model, seqs[2])[6:], atol=atol, rtol=rtol)

@@ -21,7 +21,11 @@ from pagoda.attention.reference import ReferenceAttentionBackend
 from pagoda.models import load_model
 from pagoda.models.hf_fallback import TransformersForCausalLM
 from pagoda.ops import OpTable, use_ops
-from tests.models.model_harness import PagedBatch, hf_logits, save_checkpoint
+from tests.models.model_harness import (
+    check_mixed_batch,
+    check_prefill_then_decode,
+    save_checkpoint,
+)
 
 ATOL = RTOL = 1e-4
 VOCAB = 160
@@ -68,34 +72,17 @@ def checkpoint(request, tmp_path_factory) -> tuple[Path, PreTrainedModel]:
     return save_checkpoint(hf_model, tmp_path_factory.mktemp(request.param)), hf_model
 
 
-def _tokens(n: int, seed: int) -> list[int]:
-    return torch.randint(VOCAB, (n,), generator=torch.Generator().manual_seed(seed)).tolist()
-
 
 def test_prefill_then_decode_matches_hf(checkpoint):
     path, hf_model = checkpoint
     model = load_fallback(path)
     assert isinstance(model, TransformersForCausalLM)
-    tokens = _tokens(18, seed=1)
-    expected = hf_logits(hf_model, tokens)
-    runner = PagedBatch(model, block_size=4)
-    (prefill,) = runner.step([(0, tokens[:13])])
-    torch.testing.assert_close(prefill, expected[:13], atol=ATOL, rtol=RTOL)
-    for pos in range(13, len(tokens)):
-        (decode,) = runner.step([(0, [tokens[pos]])])
-        torch.testing.assert_close(decode, expected[pos : pos + 1], atol=ATOL, rtol=RTOL)
+    check_prefill_then_decode(model, hf_model, atol=ATOL, rtol=RTOL, vocab=VOCAB)
 
 
 def test_mixed_batch_matches_each_sequence_alone(checkpoint):
     path, hf_model = checkpoint
-    seqs = {0: _tokens(10, seed=2), 1: _tokens(14, seed=3), 2: _tokens(11, seed=4)}
-    runner = PagedBatch(load_fallback(path), block_size=8)
-    runner.step([(0, seqs[0][:9]), (2, seqs[2][:6])])
-    # One flattened step: a decode, a whole prefill and the rest of a chunked prefill.
-    decode, prefill, chunk = runner.step([(0, seqs[0][9:]), (1, seqs[1]), (2, seqs[2][6:])])
-    torch.testing.assert_close(decode, hf_logits(hf_model, seqs[0])[9:], atol=ATOL, rtol=RTOL)
-    torch.testing.assert_close(prefill, hf_logits(hf_model, seqs[1]), atol=ATOL, rtol=RTOL)
-    torch.testing.assert_close(chunk, hf_logits(hf_model, seqs[2])[6:], atol=ATOL, rtol=RTOL)
+    check_mixed_batch(load_fallback(path), hf_model, atol=ATOL, rtol=RTOL, vocab=VOCAB)
 
 
 def test_the_probe_finds_each_layers_attention():

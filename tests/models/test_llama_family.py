@@ -22,8 +22,8 @@ from pagoda.attention.reference import ReferenceAttentionBackend
 from pagoda.models import load_model
 from pagoda.ops import OpTable, use_ops
 from tests.models.model_harness import (
-    PagedBatch,
-    hf_logits,
+    check_mixed_batch,
+    check_prefill_then_decode,
     random_hf_model,
     save_checkpoint,
     tiny_config,
@@ -132,29 +132,10 @@ def model(request, checkpoint) -> torch.nn.Module:
         )
 
 
-def _tokens(n: int, seed: int, vocab: int = 160) -> list[int]:
-    return torch.randint(vocab, (n,), generator=torch.Generator().manual_seed(seed)).tolist()
-
 
 def test_prefill_then_decode_matches_hf(model, checkpoint):
-    hf_model = checkpoint[1]
-    tokens = _tokens(18, seed=1)
-    expected = hf_logits(hf_model, tokens)
-    runner = PagedBatch(model, block_size=4)
-    (prefill,) = runner.step([(0, tokens[:13])])
-    torch.testing.assert_close(prefill, expected[:13], atol=ATOL, rtol=RTOL)
-    for pos in range(13, len(tokens)):
-        (decode,) = runner.step([(0, [tokens[pos]])])
-        torch.testing.assert_close(decode, expected[pos : pos + 1], atol=ATOL, rtol=RTOL)
+    check_prefill_then_decode(model, checkpoint[1], atol=ATOL, rtol=RTOL)
 
 
 def test_mixed_batch_matches_each_sequence_alone(model, checkpoint):
-    hf_model = checkpoint[1]
-    seqs = {0: _tokens(10, seed=2), 1: _tokens(14, seed=3), 2: _tokens(11, seed=4)}
-    runner = PagedBatch(model, block_size=8)
-    runner.step([(0, seqs[0][:9]), (2, seqs[2][:6])])
-    # One flattened step: a decode, a whole prefill and the rest of a chunked prefill.
-    decode, prefill, chunk = runner.step([(0, seqs[0][9:]), (1, seqs[1]), (2, seqs[2][6:])])
-    torch.testing.assert_close(decode, hf_logits(hf_model, seqs[0])[9:], atol=ATOL, rtol=RTOL)
-    torch.testing.assert_close(prefill, hf_logits(hf_model, seqs[1]), atol=ATOL, rtol=RTOL)
-    torch.testing.assert_close(chunk, hf_logits(hf_model, seqs[2])[6:], atol=ATOL, rtol=RTOL)
+    check_mixed_batch(model, checkpoint[1], atol=ATOL, rtol=RTOL)

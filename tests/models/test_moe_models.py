@@ -19,8 +19,8 @@ from pagoda.models.layers.moe import FusedMoE, SparseMoeBlock
 from pagoda.ops import OpTable, use_ops
 from pagoda.quant import UnquantizedMethod
 from tests.models.model_harness import (
-    PagedBatch,
-    hf_logits,
+    check_mixed_batch,
+    check_prefill_then_decode,
     random_hf_model,
     save_checkpoint,
     tiny_config,
@@ -63,9 +63,6 @@ def model(request, checkpoint) -> torch.nn.Module:
     return _load(checkpoint[0], table)
 
 
-def _tokens(n: int, seed: int, vocab: int = 160) -> list[int]:
-    return torch.randint(vocab, (n,), generator=torch.Generator().manual_seed(seed)).tolist()
-
 
 def test_sparse_layers_are_where_the_config_puts_them(checkpoint, model):
     hf_layers = checkpoint[1].model.layers
@@ -75,44 +72,11 @@ def test_sparse_layers_are_where_the_config_puts_them(checkpoint, model):
 
 
 def test_prefill_then_decode_matches_hf(model, checkpoint):
-    tokens = _tokens(18, seed=1)
-    expected = hf_logits(checkpoint[1], tokens)
-    runner = PagedBatch(model, block_size=4)
-    (prefill,) = runner.step([(0, tokens[:13])])
-    torch.testing.assert_close(prefill, expected[:13], atol=ATOL, rtol=RTOL)
-    for pos in range(13, len(tokens)):
-        (decode,) = runner.step([(0, [tokens[pos]])])
-        torch.testing.assert_close(decode, expected[pos: pos + 1], atol=ATOL, rtol=RTOL)
+    check_prefill_then_decode(model, checkpoint[1], atol=ATOL, rtol=RTOL)
 
 
 def test_mixed_batch_matches_each_sequence_alone(model, checkpoint):
-    hf_model = checkpoint[1]
-    seqs = {0: _tokens(10, seed=2), 1: _tokens(14, seed=3), 2: _tokens(11, seed=4)}
-    runner = PagedBatch(model, block_size=8)
-    runner.step([(0, seqs[0][:9]), (2, seqs[2][:6])])
-    decode, prefill, chunk = runner.step([(0, seqs[0][9:]), (1, seqs[1]), (2, seqs[2][6:])])
-    torch.testing.assert_close(decode, hf_logits(hf_model, seqs[0])[9:], atol=ATOL, rtol=RTOL)
-    torch.testing.assert_close(prefill, hf_logits(hf_model, seqs[1]), atol=ATOL, rtol=RTOL)
-    torch.testing.assert_close(chunk, hf_logits(hf_model, seqs[2])[6:], atol=ATOL, rtol=RTOL)
-
-
-UNSUPPORTED = {
-    "scoring_func": "sigmoid",
-    "n_group": 4,
-    "topk_group": 2,
-    "routed_scaling_factor": 2.5,
-    "topk_method": "noaux_tc",
-}
-
-
-@pytest.mark.parametrize(("field", "value"), list(UNSUPPORTED.items()))
-def test_routing_we_do_not_implement_fails_at_load_naming_the_field(field, value, tmp_path):
-    config = tiny_config(Qwen3MoeConfig, **MOE)
-    setattr(config, field, value)
-    path = save_checkpoint(random_hf_model(tiny_config(Qwen3MoeConfig, **MOE)), tmp_path)
-    config.save_pretrained(path)
-    with pytest.raises(ValueError, match=rf"Unsupported MoE config {field}={value!r}"):
-        _load(path, OpTable.reference())
+    check_mixed_batch(model, checkpoint[1], atol=ATOL, rtol=RTOL)
 
 
 def test_quantized_experts_fail_at_load(tmp_path):
