@@ -79,6 +79,25 @@ def test_mixed_batch_matches_each_sequence_alone(model, checkpoint):
     check_mixed_batch(model, checkpoint[1], atol=ATOL, rtol=RTOL)
 
 
+UNSUPPORTED = {
+    "scoring_func": "sigmoid",
+    "n_group": 4,
+    "topk_group": 2,
+    "routed_scaling_factor": 2.5,
+    "topk_method": "noaux_tc",
+}
+
+
+@pytest.mark.parametrize(("field", "value"), list(UNSUPPORTED.items()))
+def test_routing_we_do_not_implement_fails_at_load_naming_the_field(field, value, tmp_path):
+    config = tiny_config(Qwen3MoeConfig, **MOE)
+    setattr(config, field, value)
+    path = save_checkpoint(random_hf_model(tiny_config(Qwen3MoeConfig, **MOE)), tmp_path)
+    config.save_pretrained(path)
+    with pytest.raises(ValueError, match=rf"Unsupported MoE config {field}={value!r}"):
+        _load(path, OpTable.reference())
+
+
 def test_quantized_experts_fail_at_load(tmp_path):
     class Int8Like(UnquantizedMethod):
         name = "int8"
