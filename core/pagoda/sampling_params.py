@@ -71,8 +71,15 @@ class SamplingParams:
     detokenize: bool = True
     structured_outputs: StructuredOutputsParams | None = None
     """A grammar the output must follow (JSON schema, JSON object, regex, choice, EBNF)."""
+    thinking_budget: int | None = None
+    """For models that think in tags: at most this many output tokens of thinking. Once
+    they are spent, `thinking_end` is written in the model's place and the answer follows."""
+    thinking_end: str = "</think>"
+    """The text that ends the model's thinking (with `thinking_budget`)."""
     bad_words_token_ids: list[list[int]] = field(default_factory=list, init=False)
     """Token-id sequences of `bad_words`, filled by `encode_bad_words`."""
+    thinking_end_token_ids: list[int] = field(default_factory=list, init=False)
+    """`thinking_end`'s token ids, filled by `encode_thinking_end`."""
 
     def __post_init__(self) -> None:
         if self.top_k == -1:
@@ -121,6 +128,11 @@ class SamplingParams:
             _check_token_ids("allowed_token_ids", self.allowed_token_ids)
         for word in self.bad_words or []:
             _check(isinstance(word, str), "bad_words", "a list of strings", self.bad_words)
+        _check(self.thinking_budget is None
+               or (_is_int(self.thinking_budget) and self.thinking_budget >= 0),
+               "thinking_budget", "an integer >= 0 or None", self.thinking_budget)
+        _check(isinstance(self.thinking_end, str) and self.thinking_end != "", "thinking_end",
+               "a non-empty string", self.thinking_end)
         _check(self.structured_outputs is None
                or isinstance(self.structured_outputs, StructuredOutputsParams),
                "structured_outputs", "a StructuredOutputsParams or None", self.structured_outputs)
@@ -183,6 +195,10 @@ class SamplingParams:
             spaced = encode(" " + word.lstrip())
             if spaced and spaced[0] != bare[0] and len(spaced) == len(bare):
                 self.bad_words_token_ids.append(spaced)
+
+    def encode_thinking_end(self, encode: Callable[[str], list[int]]) -> None:
+        """Fill `thinking_end_token_ids` with `encode` (text -> ids, no special tokens)."""
+        self.thinking_end_token_ids = encode(self.thinking_end)
 
     def clone(self) -> SamplingParams:
         return copy.deepcopy(self)

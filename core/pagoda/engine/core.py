@@ -27,6 +27,7 @@ from pagoda.engine.kv_cache_manager import KVCacheManager
 from pagoda.engine.request import Request, RequestStatus
 from pagoda.engine.scheduler import Scheduler
 from pagoda.engine.scheduler_output import EngineCoreOutput, SchedulerOutput, StepResult
+from pagoda.engine.thinking import ThinkingBudget
 from pagoda.model_source import ModelSource
 from pagoda.outputs import EngineStats
 from pagoda.platforms import resolve_platform
@@ -115,6 +116,9 @@ class EngineCore:
             if request.eos_token_id is not None:  # with ignore_eos: the grammar has ended
                 stops.append(request.eos_token_id)
             request.grammar = self.grammars.start(params.structured_outputs, stops)
+        if params is not None and params.thinking_budget is not None:
+            request.thinking = ThinkingBudget(params.thinking_budget,
+                                              params.thinking_end_token_ids)
         self.scheduler.add_request(request)
 
     def abort_requests(self, request_ids: Iterable[str]) -> None:
@@ -149,12 +153,16 @@ class EngineCore:
         return outputs
 
     def _grammar_bitmask(self, scheduled: SchedulerOutput) -> GrammarBitmask | None:
+        """The allowed tokens of the sampled requests with a grammar or a forced token."""
         requests = self.scheduler.requests
-        ids = [item.request_id for item in scheduled.scheduled
-               if item.sample and requests[item.request_id].grammar is not None]
-        if not ids:
+        sampled = [requests[item.request_id] for item in scheduled.scheduled if item.sample]
+        constrained = [r for r in sampled if r.grammar is not None]
+        forced = {r.request_id: token for r in sampled
+                  if (token := r.forced_token) is not None}
+        if not constrained and not forced:
             return None
-        return self.grammars.bitmask(ids, [requests[i].grammar for i in ids])
+        return self.grammars.bitmask([r.request_id for r in constrained],
+                                     [r.grammar for r in constrained], forced)
 
     def _finish_failed_grammars(self) -> list[EngineCoreOutput]:
         """Abort the waiting requests whose grammar failed to compile (the front end's

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from pagoda.engine.thinking import ThinkingBudget
     from pagoda.pooling_params import PoolingParams
     from pagoda.sampling_params import SamplingParams
     from pagoda.structured.engine import RequestGrammar
@@ -71,6 +72,8 @@ class Request:
     block_hashes: list[bytes] = field(default_factory=list)
     grammar: RequestGrammar | None = None
     """The engine core's matcher of `sampling_params.structured_outputs`."""
+    thinking: ThinkingBudget | None = None
+    """The engine core's keeper of `sampling_params.thinking_budget`."""
 
     @property
     def all_token_ids(self) -> list[int]:
@@ -91,11 +94,18 @@ class Request:
     @property
     def needs_host_tokens(self) -> bool:
         """Whether sampling its next token needs its previous ones on the host (penalties,
-        bad words, a grammar's matcher), so no step may be scheduled while one of its tokens
-        is in flight."""
+        bad words, a grammar's matcher, a thinking budget not yet ended), so no step may be
+        scheduled while one of its tokens is in flight."""
         params = self.sampling_params
         return params is not None and (params.has_penalties or bool(params.bad_words_token_ids)
-                                       or params.structured_outputs is not None)
+                                       or params.structured_outputs is not None
+                                       or (self.thinking is not None and not self.thinking.ended))
+
+    @property
+    def forced_token(self) -> int | None:
+        """The token its next one must be (its thinking budget is spent), if any."""
+        return None if self.thinking is None else \
+            self.thinking.forced_token(self.num_output_tokens)
 
     @property
     def wants_prompt_logprobs(self) -> bool:

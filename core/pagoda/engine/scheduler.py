@@ -248,6 +248,8 @@ class Scheduler:
             status = self._check_stop(request, token)
             if request.grammar is not None:
                 status = self._advance_grammar(request, token) or status
+            if request.thinking is not None:
+                request.thinking.observe(request.output_token_ids)
             logprobs = result.logprobs.get(item.request_id)
             outputs.append(EngineCoreOutput(
                 item.request_id, [token],

@@ -98,6 +98,8 @@ class InputProcessor:
         max_tokens = self.validate(prompt, params)
         if params.bad_words:
             params.encode_bad_words(self._encode_no_special)
+        if params.thinking_budget is not None:
+            params.encode_thinking_end(self._encode_no_special)
         requests: list[Request] = []
         for index in range(params.n):
             child_params = params  # shared read-only; a seeded sibling i draws with seed + i

@@ -127,14 +127,28 @@ class Grammars:
         if pending:
             wait(pending, timeout, return_when=FIRST_COMPLETED)
 
-    def bitmask(self, request_ids: list[str], grammars: list[RequestGrammar]) -> GrammarBitmask:
-        """The next token's bitmask of each request, from its matcher."""
-        xgr = xgrammar()
-        if self._batch_matcher is None:
-            self._batch_matcher = xgr.BatchGrammarMatcher()
-        bitmask = xgr.allocate_token_bitmask(len(grammars), self.vocab_size)
-        self._batch_matcher.batch_fill_next_token_bitmask([g.matcher for g in grammars], bitmask)
-        return GrammarBitmask(request_ids, bitmask)
+    def bitmask(self, request_ids: list[str], grammars: list[RequestGrammar],
+                forced: dict[str, int] | None = None) -> GrammarBitmask:
+        """The next token's bitmask of each request, from its matcher; a request in `forced`
+        (request id -> token) may take only that token, with a grammar or without."""
+        import torch
+
+        forced = forced or {}
+        ids = request_ids + [r for r in forced if r not in request_ids]
+        bitmask = torch.full((len(ids), (self.vocab_size + 31) // 32), -1, dtype=torch.int32)
+        if grammars:
+            xgr = xgrammar()
+            if self._batch_matcher is None:
+                self._batch_matcher = xgr.BatchGrammarMatcher()
+            self._batch_matcher.batch_fill_next_token_bitmask(
+                [g.matcher for g in grammars], bitmask[:len(grammars)])
+        for row, request_id in enumerate(ids):
+            token = forced.get(request_id)
+            if token is not None:
+                bit = 1 << (token % 32)
+                bitmask[row] = 0
+                bitmask[row, token // 32] = bit - (1 << 32) if bit >= 1 << 31 else bit
+        return GrammarBitmask(ids, bitmask)
 
     def shutdown(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
