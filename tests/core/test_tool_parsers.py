@@ -18,6 +18,7 @@ from pagoda.tools import (
     detect_tool_parser,
     tool_parser,
 )
+from pagoda.tools.json_scan import JsonValueScanner
 
 
 def calls(*pairs: tuple[str, str]) -> list[ToolCall]:
@@ -181,6 +182,9 @@ BROKEN_AFTER_STREAMING = [
     ("llama3_json", '{"name": "f", "parameters": {"q": "x"}} trailing words', "f", '{"q": "x"}',
      "trailing words"),
     ("mistral", '[TOOL_CALLS]f[ARGS]{"a": "unfinished', "f", '{"a": "unfinished', ""),
+    # a later call breaks before it is streamed: its text comes as content
+    ("hermes", '<tool_call>{"name": "f", "arguments": {}}</tool_call>\n<tool_call>oops', "f", "{}",
+     "<tool_call>oops"),
 ]
 
 
@@ -327,6 +331,11 @@ def test_render_calls_round_trip(fmt):
 
 
 @pytest.mark.parametrize("fmt", sorted(TOOL_PARSERS))
+def test_render_no_calls_is_empty(fmt):
+    assert tool_parser(fmt).render_calls([]) == ""
+
+
+@pytest.mark.parametrize("fmt", sorted(TOOL_PARSERS))
 def test_render_calls_refuses_arguments_that_are_not_an_object(fmt):
     with pytest.raises(ValueError, match="not a JSON object"):
         tool_parser(fmt).render_calls([ToolCall("f", "[1]")])
@@ -435,3 +444,29 @@ def test_the_package_imports_neither_torch_nor_transformers():
         "assert not {'torch', 'transformers'} & set(sys.modules), sorted(sys.modules)\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+@pytest.mark.parametrize(
+    ("text", "end", "error"),
+    [
+        ('{"a": "}", "b": [1, {"c": "\\"]"}]} tail', 34, False),
+        ('"a \\" b" tail', 8, False),
+        ("[[], {}] x", 8, False),
+        ("-12.5e3, x", 7, False),  # a number ends before the delimiter
+        ("{] x", 1, True),
+        ("{'a': 1}", 1, True),
+        ('{"a": [1, 2', 11, False),  # not ended yet
+    ],
+)
+def test_json_value_scanner(text, end, error):
+    for pieces in cuttings(text, seed=0):
+        scanner = JsonValueScanner()
+        seen = ""
+        pos = 0
+        for piece in pieces:
+            seen += piece
+            pos = scanner.scan(seen, pos)
+            if scanner.done or scanner.error:
+                break
+        assert (pos, scanner.error) == (end, error), pieces
+        assert scanner.done == (not error and end < len(text))

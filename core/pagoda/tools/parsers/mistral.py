@@ -54,7 +54,7 @@ class MistralToolParser(ToolParser):
                 f'{{"name": {json.dumps(call.name, ensure_ascii=False)}, '
                 f'"arguments": {arguments_object(call)}{call_id}}}'
             )
-        return TOOL_CALLS + "[" + ", ".join(items) + "]"
+        return TOOL_CALLS + "[" + ", ".join(items) + "]" if items else ""
 
     def render_result(self, content: str, call: ToolCall | None) -> str:
         result = {"content": content}
