@@ -470,3 +470,26 @@ def test_json_value_scanner(text, end, error):
                 break
         assert (pos, scanner.error) == (end, error), pieces
         assert scanner.done == (not error and end < len(text))
+
+
+@pytest.mark.parametrize(
+    ("fmt", "text"), [(fmt, text) for fmt, text, _, expected in WELL_FORMED if expected]
+)
+def test_every_truncation_streams_alike_however_cut(fmt, text):
+    """An output cut off anywhere (max_tokens) never raises; the stream's result does not
+    depend on how the output was fed; and it equals extract's unless a call was streamed
+    before the break."""
+    parser = tool_parser(fmt)
+    rng = random.Random(7)
+    for end in range(len(text) + 1):
+        truncated = text[:end]
+        expected = parser.extract(truncated)
+        whole = run_stream(fmt, [truncated])
+        if expected.calls or not whole[1]:
+            assert whole == (expected.content or "", [(c.name, c.arguments) for c in expected.calls])
+        cuts = [list(truncated) or [""]]
+        for _ in range(3):
+            points = sorted(rng.sample(range(end + 1), min(end + 1, 3)))
+            cuts.append([truncated[a:b] for a, b in zip([0, *points], [*points, end])])
+        for pieces in cuts:
+            assert run_stream(fmt, pieces) == whole, pieces
