@@ -52,6 +52,16 @@ GRAMMARS = {
     "grammar": StructuredOutputsParams(grammar='root ::= "(" item ("," item)* ")"\n'
                                                'item ::= [0-9] | "ab" | root'),
     "json_object": StructuredOutputsParams(json_object=True),
+    "structural_tag": StructuredOutputsParams(structural_tag={
+        "type": "structural_tag",
+        "format": {"type": "sequence", "elements": [
+            {"type": "tag", "begin": "<n>", "end": "</n>",
+             "content": {"type": "json_schema",
+                         "json_schema": {"type": "integer", "minimum": 0, "maximum": 99}}},
+            {"type": "or", "elements": [{"type": "const_string", "value": " ok"},
+                                        {"type": "regex", "pattern": " [xyz]{1,3}!"}]},
+        ]},
+    }),
 }
 rng = random.Random(3)
 PROMPTS = [[rng.randrange(3, 120) for _ in range(n)] for n in (5, 11, 3)]
@@ -94,7 +104,8 @@ def _text(token_ids: list[int]) -> str:
 def _check_follows(compiler, grammar: StructuredOutputsParams, completion, max_tokens: int):
     kind, spec = grammar.key
     compiled = {"json": compiler.compile_json_schema, "regex": compiler.compile_regex,
-                "grammar": compiler.compile_grammar}[kind](spec)
+                "grammar": compiler.compile_grammar,
+                "structural_tag": compiler.compile_structural_tag}[kind](spec)
     matcher = xgr.GrammarMatcher(compiled, override_stop_tokens=[EOS])
     tokens = completion.token_ids
     for i, token in enumerate(tokens):
@@ -120,7 +131,7 @@ def test_every_sample_follows_the_grammar(llm, compiler, kind):
     outputs = llm.generate(prompts, params * len(PROMPTS), use_tqdm=False)
     for out in outputs:
         _check_follows(compiler, grammar, out.outputs[0], MAX_TOKENS)
-    if kind in ("regex", "choice"):  # short languages: most samples reach the end
+    if kind in ("regex", "choice", "structural_tag"):  # short languages: most samples reach the end
         assert sum(o.outputs[0].finish_reason == "stop" for o in outputs) >= len(outputs) // 2
 
 
@@ -165,6 +176,12 @@ def test_mixed_batch(checkpoint, llm, compiler, plain_expected, options):
     ({"json": {"type": "array", "uniqueItems": True}}, "uniqueItems"),
     ({"regex": "(a"}, "structured_outputs.regex is not a valid regular expression"),
     ({"grammar": "root ::= missing"}, "structured_outputs.grammar is not a valid EBNF"),
+    ({"structural_tag": {"type": "structural_tag", "format": {"type": "nope"}}},
+     "structured_outputs.structural_tag is not a valid structural tag"),
+    ({"structural_tag": {"type": "structural_tag", "format": {"type": "sequence", "elements": [
+        {"type": "const_string", "value": "a"},
+        {"type": "json_schema", "json_schema": {"properties": {"x": {"not": {}}}}}]}}},
+     "structural_tag uses a JSON-schema feature .*/format/elements/1/json_schema/properties/x: not"),
 ])
 def test_invalid_grammars_fail_before_the_engine(llm, grammar, message):
     params = SamplingParams(structured_outputs=StructuredOutputsParams(**grammar))
@@ -180,6 +197,9 @@ def test_invalid_grammars_fail_before_the_engine(llm, grammar, message):
     ({"json": "[1,"}, "structured_outputs.json is not valid JSON"),
     ({"json": 3}, "structured_outputs.json must be"),
     ({"regex": ""}, "structured_outputs.regex must be"),
+    ({"regex": "a", "structural_tag": {"type": "structural_tag"}}, "exactly one of"),
+    ({"structural_tag": "{"}, "structured_outputs.structural_tag is not valid JSON"),
+    ({"structural_tag": 3}, "structured_outputs.structural_tag must be"),
 ])
 def test_params_validation_names_the_field(fields, message):
     with pytest.raises(ValueError, match=message):

@@ -1,5 +1,5 @@
 """Structured outputs: a request's output constrained by a grammar (a JSON schema, any JSON
-object, a regular expression, a choice of strings or an EBNF grammar).
+object, a regular expression, a choice of strings, an EBNF grammar or an xgrammar structural tag).
 
 The public type is `StructuredOutputsParams` (no heavy imports). The grammar engine is
 xgrammar: `check` validates a grammar in the front end, `pagoda.structured.engine` compiles

@@ -62,6 +62,24 @@ def unsupported_feature(schema: Any, path: str = "") -> str | None:
     return None
 
 
+def tag_unsupported_feature(tag: Any, path: str = "") -> str | None:
+    """`unsupported_feature` of each JSON schema inside a structural tag (the `json_schema`
+    of its formats, at any depth), with the path through the tag."""
+    if isinstance(tag, dict):
+        if "json_schema" in tag:
+            return unsupported_feature(tag["json_schema"], f"{path}/json_schema")
+        items = list(tag.items())
+    elif isinstance(tag, list):
+        items = list(enumerate(tag))
+    else:
+        return None
+    for key, value in items:
+        found = tag_unsupported_feature(value, f"{path}/{key}")
+        if found:
+            return found
+    return None
+
+
 def xgrammar() -> Any:
     """The grammar engine's module, or an ImportError saying how to install it."""
     try:
@@ -76,15 +94,17 @@ def xgrammar() -> Any:
 def _check(kind: str, spec: str) -> None:
     xgr = xgrammar()
 
-    if kind == "json":
-        reason = unsupported_feature(json.loads(spec))
-        if reason:
-            raise ValueError(f"structured_outputs.json uses a JSON-schema feature that "
-                             f"cannot be enforced: {reason}")
+    find = {"json": unsupported_feature, "structural_tag": tag_unsupported_feature}.get(kind)
+    reason = find(json.loads(spec)) if find else None
+    if reason:
+        raise ValueError(f"structured_outputs.{kind} uses a JSON-schema feature that "
+                         f"cannot be enforced: {reason}")
     build = {"json": lambda: xgr.Grammar.from_json_schema(spec),
              "regex": lambda: xgr.Grammar.from_regex(spec),
-             "grammar": lambda: xgr.Grammar.from_ebnf(spec)}[kind]
-    what = {"json": "JSON schema", "regex": "regular expression", "grammar": "EBNF grammar"}
+             "grammar": lambda: xgr.Grammar.from_ebnf(spec),
+             "structural_tag": lambda: xgr.Grammar.from_structural_tag(spec)}[kind]
+    what = {"json": "JSON schema", "regex": "regular expression", "grammar": "EBNF grammar",
+            "structural_tag": "structural tag"}
     try:
         build()
     except RuntimeError as exc:

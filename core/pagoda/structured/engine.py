@@ -100,6 +100,8 @@ class Grammars:
             return compiler.compile_json_schema(spec)
         if kind == "regex":
             return compiler.compile_regex(spec)
+        if kind == "structural_tag":
+            return compiler.compile_structural_tag(spec)
         return compiler.compile_grammar(spec)
 
     def start(self, params: StructuredOutputsParams, stop_token_ids: list[int]) -> RequestGrammar:
