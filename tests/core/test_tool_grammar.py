@@ -14,7 +14,8 @@ from xgrammar.testing import _is_grammar_accept_string
 from pagoda.reasoning import reasoning_parser
 from pagoda.structured import StructuredOutputsParams
 from pagoda.structured.check import check
-from pagoda.tools.grammar import output_grammar
+from pagoda.tools import TOOL_PARSERS, ToolCall, tool_parser
+from pagoda.tools.grammar import CALL_SYNTAX, output_grammar
 from pagoda.tools.types import FunctionTool
 
 WEATHER = FunctionTool("get_weather", parameters={
@@ -30,15 +31,9 @@ EMPTY = ("noop", {})
 
 
 def _calls(tool_format: str, *calls: tuple[str, object]) -> str:
-    """Calls as each format writes them (its parser's canonical text)."""
-    key = "parameters" if tool_format == "llama3_json" else "arguments"
-    objects = [f'{{"name": {json.dumps(name)}, "{key}": {json.dumps(args)}}}'
-               for name, args in calls]
-    if tool_format == "hermes":
-        return "\n".join(f"<tool_call>\n{o}\n</tool_call>" for o in objects)
-    if tool_format == "llama3_json":
-        return "; ".join(objects)
-    return "[TOOL_CALLS][" + ", ".join(objects) + "]"
+    """Calls as the format's parser renders them (its canonical text)."""
+    return tool_parser(tool_format).render_calls(
+        [ToolCall(name, json.dumps(args)) for name, args in calls])
 
 
 def _grammar(**request) -> StructuredOutputsParams | None:
@@ -53,7 +48,11 @@ def _accepts(params: StructuredOutputsParams, text: str) -> bool:
     return _is_grammar_accept_string(xgr.Grammar.from_structural_tag(params.spec), text)
 
 
-FORMATS = ["hermes", "llama3_json", "mistral"]
+FORMATS = sorted(CALL_SYNTAX)
+
+
+def test_every_tool_parser_has_a_call_grammar():
+    assert sorted(TOOL_PARSERS) == FORMATS
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
@@ -69,7 +68,7 @@ def test_required_parallel_calls(fmt):
     for bad in ({"city": 3}, {"days": 2}, {"city": "Rome", "days": 0},
                 {"city": "Rome", "extra": 1}):
         assert not _accepts(grammar, _calls(fmt, ("get_weather", bad))), bad
-    assert not _accepts(grammar, _calls(fmt, ("noop", [1])))  # not an object
+    assert not _accepts(grammar, _calls(fmt, EMPTY).replace("{}", "[1]"))  # not an object
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
