@@ -86,3 +86,11 @@ def test_unknown_parser_names_the_choices():
     assert sorted(REASONING_PARSERS) == ["deepseek_r1", "qwen3"]
     with pytest.raises(ValueError, match="deepseek_r1, qwen3"):
         reasoning_parser("granite")
+
+
+def test_thinking_switch():
+    assert QWEN3.thinking_kwargs(False) == {"enable_thinking": False}
+    assert QWEN3.thinking_kwargs(True) == {"enable_thinking": True}
+    assert R1.thinking_kwargs(True) == {}
+    with pytest.raises(ValueError, match="deepseek_r1 models always think"):
+        R1.thinking_kwargs(False)

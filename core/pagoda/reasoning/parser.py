@@ -19,6 +19,19 @@ class ReasoningParser:
     name: ClassVar[str]
     start: str = "<think>"
     end: str = "</think>"
+    thinking_switch: ClassVar[str | None] = None
+    """The chat template's keyword argument that turns thinking on or off; None: the
+    model always thinks."""
+
+    def thinking_kwargs(self, thinking: bool) -> dict[str, bool]:
+        """The chat-template keyword arguments that turn the thinking on or off; ValueError
+        when the model cannot do without it."""
+        if self.thinking_switch is not None:
+            return {self.thinking_switch: thinking}
+        if not thinking:
+            raise ValueError(f"{self.name} models always think: their thinking cannot be "
+                             "turned off")
+        return {}
 
     def starts_in_reasoning(self, prompt_text: str) -> bool:
         """The prompt leaves a think block open (the chat template put `start` at the end of
@@ -112,6 +125,7 @@ class Qwen3ReasoningParser(ReasoningParser):
     output is content."""
 
     name = "qwen3"
+    thinking_switch = "enable_thinking"
 
 
 class DeepSeekR1ReasoningParser(ReasoningParser):
