@@ -7,6 +7,8 @@ from fastapi import FastAPI
 import pagoda_server
 from pagoda.frontend.async_llm import AsyncLLM
 from pagoda_server.auth import APIKeyMiddleware
+from pagoda_server.config import ChatConfig
+from pagoda_server.conversation import ChatFormat
 from pagoda_server.errors import install_error_handlers
 from pagoda_server.handlers import (
     anthropic,
@@ -21,11 +23,14 @@ from pagoda_server.metrics import ServerMetrics
 from pagoda_server.state import ServerState
 
 
-def build_app(engine: AsyncLLM, api_keys: list[str]) -> FastAPI:
+def build_app(engine: AsyncLLM, api_keys: list[str],
+              chat_config: ChatConfig | None = None) -> FastAPI:
     """The app serving `engine` under its served model names; with `api_keys`, every
-    non-public route needs one of them."""
+    non-public route needs one of them. `chat_config`: the model's tool-call and reasoning
+    formats (ValueError naming the option for an unknown one)."""
     app = FastAPI(title="Pagoda", version=pagoda_server.__version__)
-    app.state.pagoda = ServerState(engine, ServerMetrics(engine))
+    chat_format = ChatFormat(engine.tokenizer, chat_config or ChatConfig())
+    app.state.pagoda = ServerState(engine, ServerMetrics(engine), chat_format)
     install_error_handlers(app)
     app.add_middleware(APIKeyMiddleware, keys=api_keys)
     for module in (completions, chat, anthropic, embeddings, scoring, tokens, service):

@@ -31,3 +31,16 @@ class ServerConfig:
     def accepted_api_keys(self) -> list[str]:
         """`api_key` and those of PAGODA_API_KEY."""
         return [*(k.strip() for k in self.api_key if k.strip()), *env_api_keys()]
+
+
+@dataclass
+class ChatConfig:
+    """How chat requests and replies map to the model's own formats."""
+
+    tool_call_parser: str = "auto"
+    """The format the model calls tools in: hermes (Qwen, Hermes `<tool_call>`), llama3_json,
+    mistral; auto: the one the chat template renders, else hermes, told to the model in a
+    system prompt; none: tool calling off (requests with tools answer 400)."""
+    reasoning_parser: str | None = None
+    """The model thinks in tags before it answers: qwen3 or deepseek_r1 (`<think>`); the
+    thinking goes to `reasoning_content` (OpenAI) or thinking blocks (Anthropic)."""

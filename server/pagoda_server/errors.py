@@ -133,6 +133,10 @@ def validation_error(errors: list[dict[str, Any]]) -> APIError:
     alternatives = _union_alternatives(errors, loc)
     if alternatives:
         message = f"invalid value; expected one of: {', '.join(alternatives)}"
+    if not path:  # a check of the whole body: its message starts "field: ..."
+        named = re.match(r"([\w.\[\]]+): ", message)
+        path = named.group(1) if named else ""
+        return bad_request(message, path or None)
     leaf = re.split(r"[.\[]", path)[-1] if path else ""
     if path and not message.startswith(f"{leaf} "):
         message = f"{path}: {message}"

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from fastapi import Request
 
 from pagoda.frontend.async_llm import AsyncLLM
+from pagoda_server.conversation import ChatFormat
 from pagoda_server.errors import APIError
 from pagoda_server.metrics import ServerMetrics
 
@@ -16,6 +17,7 @@ from pagoda_server.metrics import ServerMetrics
 class ServerState:
     engine: AsyncLLM
     metrics: ServerMetrics
+    chat: ChatFormat
     created: int = field(default_factory=lambda: int(time.time()))
 
     def model_name(self, requested: str | None) -> str:

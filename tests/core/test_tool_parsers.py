@@ -46,6 +46,13 @@ WELL_FORMED = [
         "Let me look that up.",
         [("search", '{"query": "pagoda height"}'), ("get_time", '{"tz": "Asia/Tokyo"}')],
     ),
+    (  # cut by max_tokens inside the last end marker: the calls are whole all the same
+        "hermes",
+        '<tool_call>\n{"name": "a", "arguments": {}}\n</tool_call>\n'
+        '<tool_call>\n{"name": "b", "arguments": {"x": 1}}\n</tool_call',
+        None,
+        [("a", "{}"), ("b", '{"x": 1}')],
+    ),
     (
         "hermes",
         '<tool_call>{"arguments": {"a": 1, "b": [2, 3]}, "name": "add"}</tool_call>',

@@ -36,3 +36,12 @@ def server(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory):
                             tmp_path_factory.mktemp("server") / "serve.log", api_key=API_KEY)
     yield process
     process.stop()
+
+
+@pytest.fixture(scope="session")
+def smollm2_server(tmp_path_factory: pytest.TempPathFactory):
+    """The embedded default (SmolLM2-135M-Instruct) served with its defaults, no API key."""
+    process = ServerProcess(["--max-model-len", "1024"],
+                            tmp_path_factory.mktemp("smollm2") / "serve.log")
+    yield process
+    process.stop()

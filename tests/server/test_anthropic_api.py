@@ -74,9 +74,16 @@ def test_errors_are_anthropic_shaped(client, server):
     assert info.value.body["type"] == "error"
     assert info.value.body["error"]["type"] == "invalid_request_error"
     assert "frobnicate" in info.value.body["error"]["message"]
-    with pytest.raises(anthropic.BadRequestError, match="tool"):
+    with pytest.raises(anthropic.BadRequestError, match="not among the tools"):
         client.messages.create(model=MODEL, max_tokens=5, messages=MESSAGES,
-                               tools=[{"name": "t", "input_schema": {"type": "object"}}])
+                               tools=[{"name": "t", "input_schema": {"type": "object"}}],
+                               tool_choice={"type": "tool", "name": "u"})
+    with pytest.raises(anthropic.BadRequestError, match="input_schema"):
+        client.messages.create(model=MODEL, max_tokens=5, messages=MESSAGES,
+                               tools=[{"type": "web_search_20250305", "name": "web_search"}])
+    with pytest.raises(anthropic.BadRequestError, match="reasoning parser"):
+        client.messages.create(model=MODEL, max_tokens=2000, messages=MESSAGES,
+                               thinking={"type": "enabled", "budget_tokens": 1024})
     with pytest.raises(anthropic.NotFoundError):
         client.messages.create(model="claude-x", max_tokens=5, messages=MESSAGES)
     response = httpx.post(f"{server.url}/v1/messages", json={"model": MODEL})

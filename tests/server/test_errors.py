@@ -15,6 +15,13 @@ CHAT = {"model": MODEL, "messages": [{"role": "user", "content": "w5 w6"}], "max
 COMPLETION = {"model": MODEL, "prompt": "w5 w6", "max_tokens": 2}
 
 
+def _tool(parameters: dict) -> dict:
+    return {"type": "function", "function": {"name": "f", "parameters": parameters}}
+
+
+TOOL = _tool({"type": "object", "properties": {"a": {"type": "integer"}}})
+
+
 @pytest.fixture(scope="module")
 def http(server) -> httpx.Client:
     with httpx.Client(base_url=server.url, headers=server.headers, timeout=60) as client:
@@ -41,8 +48,27 @@ def test_every_spec_field_is_known(model_cls, schema):
 @pytest.mark.parametrize("path, body, param, words", [
     ("/v1/chat/completions", {**CHAT, "frobnicate": 1}, "frobnicate", "unknown field"),
     ("/v1/completions", {**COMPLETION, "max_token": 3}, "max_token", "unknown field"),
+    ("/v1/chat/completions", {**CHAT, "tools": [TOOL], "tool_choice": {
+        "type": "function", "function": {"name": "g"}}}, "tool_choice", "not among the tools"),
+    ("/v1/chat/completions", {**CHAT, "tool_choice": "required"}, "tool_choice", "needs tools"),
+    ("/v1/chat/completions", {**CHAT, "tools": [TOOL, TOOL]}, "tools", "same name"),
+    ("/v1/chat/completions", {**CHAT, "tools": [_tool({"type": "array"})]},
+     "tools[0].function.parameters", "JSON schema of an object"),
+    ("/v1/chat/completions", {**CHAT, "tools": [_tool({"type": "object", "properties": {
+        "a": {"type": "nonsense"}}})], "tool_choice": "required"},
+     "tools[0].function.parameters", "not a valid JSON schema"),
+    ("/v1/chat/completions", {**CHAT, "tools": [_tool({"type": "object", "properties": {
+        "a": {"type": "array", "uniqueItems": True}}})], "tool_choice": "required"},
+     "tools[0].function.parameters", "cannot be enforced"),
     ("/v1/chat/completions", {**CHAT, "tools": [{"type": "function", "function": {
-        "name": "f"}}]}, "tools", "not supported"),
+        "name": "no spaces"}}]}, "tools[0].function.name", "pattern"),
+    ("/v1/chat/completions", {**CHAT, "messages": [{"role": "tool", "content": "x"}]},
+     "messages[0]", "needs tool_call_id"),
+    ("/v1/chat/completions", {**CHAT, "messages": [{"role": "assistant", "tool_calls": [
+        {"id": "1", "type": "function", "function": {"name": "f", "arguments": "{bad"}}]}]},
+     "messages[0].tool_calls[0].function.arguments", "not valid JSON"),
+    ("/v1/chat/completions", {**CHAT, "reasoning_effort": "high"}, "reasoning_effort",
+     "no reasoning parser"),
     ("/v1/chat/completions", {**CHAT, "audio": {"voice": "x", "format": "wav"}}, "audio",
      "not supported"),
     ("/v1/chat/completions", {**CHAT, "modalities": ["text", "audio"]}, "modalities",
@@ -77,9 +103,9 @@ def test_every_spec_field_is_known(model_cls, schema):
     ("/v1/chat/completions", {**CHAT, "messages": [{"role": "user", "content": [
         {"type": "image_url", "image_url": {"url": "http://x"}}]}]},
      "messages[0].content", "text content only"),
-    ("/v1/chat/completions", {**CHAT, "messages": [{"role": "tool", "content": "x",
-                                                    "tool_call_id": "1"}]},
-     "messages[0].role", "tool"),
+    ("/v1/chat/completions", {**CHAT, "messages": [{"role": "function", "content": "x",
+                                                    "name": "f"}]},
+     "messages[0].role", "deprecated"),
     ("/v1/chat/completions", {**CHAT, "temperature": "hot"}, "temperature", "number"),
     ("/v1/chat/completions", {**CHAT, "temperature": 3}, "temperature", "less than"),
     ("/v1/chat/completions", {**CHAT, "n": 0}, "n", "greater than"),

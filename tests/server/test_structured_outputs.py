@@ -16,21 +16,15 @@ from pydantic import BaseModel, Field
 
 from tests.real_model.structured_schemas import SCHEMAS
 from tests.server.openai_spec import COMPLETION_CHUNK, validate
-from tests.server.server_process import ServerProcess
 
 pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def client(tmp_path_factory):
-    process = ServerProcess(["--max-model-len", "1024"],
-                            tmp_path_factory.mktemp("structured") / "serve.log")
-    try:
-        with openai.OpenAI(base_url=f"{process.url}/v1", api_key="unused",
-                           max_retries=0) as client:
-            yield client
-    finally:
-        process.stop()
+def client(smollm2_server):
+    with openai.OpenAI(base_url=f"{smollm2_server.url}/v1", api_key="unused",
+                       max_retries=0) as client:
+        yield client
 
 
 def _chat(question: str) -> list[dict[str, str]]:

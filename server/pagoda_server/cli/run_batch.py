@@ -21,6 +21,7 @@ from tqdm.auto import tqdm
 from pagoda.cli.dataclass_args import add_dataclass_arguments, dataclass_from_args
 from pagoda.cli.engine_args import add_engine_arguments, engine_config
 from pagoda_server import event_loop
+from pagoda_server.config import ChatConfig
 from pagoda_server.protocol.batch import BatchLine
 
 if TYPE_CHECKING:
@@ -42,6 +43,7 @@ class RunBatchConfig:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_engine_arguments(parser)
     add_dataclass_arguments(parser, RunBatchConfig)
+    add_dataclass_arguments(parser, ChatConfig)
 
 
 def _result(custom_id: str | None, response: dict[str, Any] | None = None,
@@ -74,7 +76,7 @@ async def _execute(client: httpx.AsyncClient, number: int, text: str) -> dict[st
                                     "body": response.json()})
 
 
-async def _run(config: EngineConfig, batch: RunBatchConfig,
+async def _run(config: EngineConfig, batch: RunBatchConfig, chat: ChatConfig,
                lines: list[tuple[int, str]]) -> list[dict[str, Any]]:
     # The engine and the app load torch: only when running, not for --help.
     from pagoda.frontend.async_llm import AsyncLLM
@@ -82,7 +84,7 @@ async def _run(config: EngineConfig, batch: RunBatchConfig,
 
     engine = AsyncLLM(config)
     try:
-        app = build_app(engine, api_keys=[])
+        app = build_app(engine, api_keys=[], chat_config=chat)
         limit = asyncio.Semaphore(batch.max_concurrency or config.scheduler.max_num_seqs)
         bar = tqdm(total=len(lines), desc="Running batch", unit="req")
         transport = httpx.ASGITransport(app=app)
@@ -104,7 +106,8 @@ def run(args: argparse.Namespace) -> int:
     config, batch = engine_config(args), dataclass_from_args(RunBatchConfig, args)
     with open(batch.input_file) as f:
         lines = [(n, t) for n, t in enumerate(f, start=1) if t.strip()]
-    results = event_loop.run(_run(config, batch, lines))
+    chat = dataclass_from_args(ChatConfig, args)
+    results = event_loop.run(_run(config, batch, chat, lines))
     with open(batch.output_file, "w") as f:
         for result in results:
             f.write(json.dumps(result, ensure_ascii=False) + "\n")

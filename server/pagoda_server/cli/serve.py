@@ -12,7 +12,7 @@ from pagoda.cli.dataclass_args import add_dataclass_arguments, dataclass_from_ar
 from pagoda.cli.engine_args import add_engine_arguments, engine_config
 from pagoda.plugins import get_registries
 from pagoda_server import __version__, event_loop
-from pagoda_server.config import ServerConfig
+from pagoda_server.config import ChatConfig, ServerConfig
 
 if TYPE_CHECKING:  # the engine and the app load torch: only when serving, not for --help
     from pagoda.config import EngineConfig, ParallelConfig
@@ -22,6 +22,7 @@ if TYPE_CHECKING:  # the engine and the app load torch: only when serving, not f
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_engine_arguments(parser)
     add_dataclass_arguments(parser, ServerConfig)
+    add_dataclass_arguments(parser, ChatConfig)
 
 
 def _plugin_of(platform: str) -> str:
@@ -30,7 +31,7 @@ def _plugin_of(platform: str) -> str:
     return f"{record.distribution} {record.version}"
 
 
-def _print_banner(engine: AsyncLLM, api_keys: list[str], url: str) -> None:
+def _print_banner(engine: AsyncLLM, api_keys: list[str], url: str, chat: str) -> None:
     info = engine.info
     lines = [
         f"Pagoda server {__version__}",
@@ -42,6 +43,7 @@ def _print_banner(engine: AsyncLLM, api_keys: list[str], url: str) -> None:
         f"  parallel:   {_layout(engine.config.parallel)}",
         f"  runner:     {_runner(engine)}",
         f"  KV cache:   {_kv_cache(engine)}; max_model_len {engine.max_model_len}",
+        f"  tool calls: {chat}",
         f"  API keys:   {'required' if api_keys else 'none'}",
         f"  listening:  {url}",
     ]
@@ -85,7 +87,7 @@ def _url(host: str, port: int) -> str:
     return f"http://{host}:{port}"
 
 
-async def _serve(config: EngineConfig, server: ServerConfig) -> None:
+async def _serve(config: EngineConfig, server: ServerConfig, chat: ChatConfig) -> None:
     import uvicorn
 
     from pagoda.frontend.async_llm import AsyncLLM
@@ -94,8 +96,9 @@ async def _serve(config: EngineConfig, server: ServerConfig) -> None:
     engine = AsyncLLM(config)
     try:
         api_keys = server.accepted_api_keys()
-        app = build_app(engine, api_keys)
-        _print_banner(engine, api_keys, _url(server.host, server.port))
+        app = build_app(engine, api_keys, chat)
+        _print_banner(engine, api_keys, _url(server.host, server.port),
+                      app.state.pagoda.chat.describe())
         # What start-up made (tokenizer, app, imports) is never scanned again, and young
         # collections run every 50k allocations instead of 700: a thousand streams make
         # short-lived objects by the million, and the collector was a tenth of their cost.
@@ -111,7 +114,8 @@ async def _serve(config: EngineConfig, server: ServerConfig) -> None:
 
 def run(args: argparse.Namespace) -> int:
     config, server = engine_config(args), dataclass_from_args(ServerConfig, args)
+    chat = dataclass_from_args(ChatConfig, args)
     logging.getLogger().setLevel(server.log_level.upper())
     with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C: uvicorn has shut down cleanly
-        event_loop.run(_serve(config, server))
+        event_loop.run(_serve(config, server, chat))
     return 0

@@ -5,7 +5,6 @@ from __future__ import annotations
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 
-from pagoda_server.chat_template import render_chat
 from pagoda_server.errors import bad_request
 from pagoda_server.protocol.tokens import DetokenizeRequest, TokenizeRequest
 from pagoda_server.state import server_state
@@ -19,10 +18,11 @@ async def tokenize(body: TokenizeRequest, request: Request) -> Response:
     state.model_name(body.model)
     tokenizer = state.engine.tokenizer
     if body.messages is not None:
-        ids = render_chat(tokenizer, [m.for_template() for m in body.messages],
-                          add_generation_prompt=body.add_generation_prompt,
-                          continue_final_message=body.continue_final_message,
-                          template_kwargs=body.chat_template_kwargs)
+        tools = [t.function.tool() for t in body.tools or []]
+        ids = state.chat.prompt([m.turn() for m in body.messages], tools,
+                                add_generation_prompt=body.add_generation_prompt,
+                                continue_final_message=body.continue_final_message,
+                                template_kwargs=body.chat_template_kwargs).token_ids
     else:
         ids = tokenizer.encode(body.prompt, add_special_tokens=body.add_special_tokens)
     return JSONResponse({"count": len(ids), "max_model_len": state.engine.max_model_len,

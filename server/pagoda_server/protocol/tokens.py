@@ -6,6 +6,7 @@ from pydantic import model_validator
 
 from pagoda_server.protocol.chat import ChatMessage, ChatTemplateFields
 from pagoda_server.protocol.common import RequestModel
+from pagoda_server.protocol.tools import ChatTool
 
 
 class TokenizeRequest(ChatTemplateFields):
@@ -14,6 +15,8 @@ class TokenizeRequest(ChatTemplateFields):
     model: str | None = None
     prompt: str | None = None
     messages: list[ChatMessage] | None = None
+    tools: list[ChatTool] | None = None
+    """With messages: the tools the prompt offers."""
     add_special_tokens: bool = True
 
     @model_validator(mode="after")

@@ -216,6 +216,9 @@ class ToolParser(ABC):
     name: ClassVar[str]
     grammar_format: ClassVar[str]
     """The structural-tag format the grammar side builds for this parser."""
+    markers: ClassVar[tuple[str, ...]]
+    """The format's marker texts (which the output's text must keep: where a tokenizer
+    has them as special tokens, they are decoded too)."""
 
     @abstractmethod
     def stream(self) -> ToolCallStream:

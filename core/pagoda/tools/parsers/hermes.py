@@ -25,6 +25,7 @@ CALL_END = "</tool_call>"
 class HermesToolParser(ToolParser):
     name = "hermes"
     grammar_format = "hermes"
+    markers = (CALL_START, CALL_END)
 
     def stream(self) -> ToolCallStream:
         return _HermesStream()
@@ -81,8 +82,9 @@ class _HermesStream(ToolCallStream):
             else:
                 self._pos = skip_whitespace(text, self._pos)
                 found = expect_marker(text, self._pos, CALL_END, final)
-                if found is None or final and self._pos == len(text):
-                    return  # (a missing end marker at the very end is tolerated)
+                if found is None or final and CALL_END.startswith(text[self._pos:]):
+                    self._pos = len(text) if final else self._pos
+                    return  # (an end marker missing or cut short at the very end is tolerated)
                 if not found:
                     raise MalformedCall(self._pos)
                 self._pos += len(CALL_END)

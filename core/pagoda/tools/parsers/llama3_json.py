@@ -23,6 +23,7 @@ PYTHON_TAG = "<|python_tag|>"
 class Llama3JsonToolParser(ToolParser):
     name = "llama3_json"
     grammar_format = "llama3_json"
+    markers = (PYTHON_TAG,)
 
     def stream(self) -> ToolCallStream:
         return _Llama3JsonStream()

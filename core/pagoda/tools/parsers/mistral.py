@@ -30,6 +30,7 @@ _NOT_IN_NAME = frozenset(WHITESPACE + '{}[]"')
 class MistralToolParser(ToolParser):
     name = "mistral"
     grammar_format = "mistral"
+    markers = (TOOL_CALLS, ARGS)
 
     def stream(self) -> ToolCallStream:
         return _MistralStream()
