@@ -89,6 +89,17 @@ def test_named_tool(fmt):
     assert not _accepts(grammar, "The weather: " + _calls(fmt, PARIS))
 
 
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_auto_without_parallel_calls_allows_at_most_one(fmt):
+    grammar = _grammar(tool_format=fmt, tool_choice="auto", parallel_tool_calls=False)
+    assert _accepts(grammar, "It is sunny in Paris.")
+    assert _accepts(grammar, _calls(fmt, PARIS))
+    assert _accepts(grammar, "Let me check. " + _calls(fmt, PARIS))
+    assert not _accepts(grammar, _calls(fmt, PARIS, EMPTY))
+    assert not _accepts(grammar, _calls(fmt, PARIS) + " More text.")
+    assert not _accepts(grammar, _calls(fmt, ("get_weather", {"city": 3})))
+
+
 def test_no_constraint_gives_no_grammar():
     json_format = StructuredOutputsParams(json={"type": "object"})
     for choice in (None, "none", "auto"):

@@ -32,14 +32,18 @@ class CallSyntax:
     begin: str
     end: str
     separator: str
+    trigger: str
+    """What starts a call in free text (a prefix of `prefix` + `begin`)."""
     prefix: str = ""
     suffix: str = ""
 
 
 CALL_SYNTAX = {
-    "hermes": CallSyntax('<tool_call>\n{{"name": {name}, "arguments": ', "}\n</tool_call>", "\n"),
-    "llama3_json": CallSyntax('{{"name": {name}, "parameters": ', "}", "; "),
-    "mistral": CallSyntax('{{"name": {name}, "arguments": ', "}", ", ",
+    "hermes": CallSyntax('<tool_call>\n{{"name": {name}, "arguments": ', "}\n</tool_call>", "\n",
+                         trigger="<tool_call>"),
+    "llama3_json": CallSyntax('{{"name": {name}, "parameters": ', "}", "; ",
+                              trigger='{"name": '),
+    "mistral": CallSyntax('{{"name": {name}, "arguments": ', "}", ", ", trigger="[TOOL_CALLS]",
                           prefix="[TOOL_CALLS][", suffix="]"),
 }
 """The call syntax of each tool-call format (the tool parsers' format names)."""
@@ -52,7 +56,8 @@ def output_grammar(*, tool_format: str | None, tools: list[FunctionTool],
                    ) -> StructuredOutputsParams | None:
     """The grammar of a chat request's output, or None when nothing constrains it.
 
-    `tool_choice`: None, "none" or "auto" (the tools add no constraint by themselves),
+    `tool_choice`: None, "none" or "auto" (the tools add no constraint by themselves,
+    except without `parallel_tool_calls`: then at most one call, which ends the output),
     "required" (one or more calls of any tool; exactly one unless `parallel_tool_calls`)
     or a FunctionTool (exactly one call of that tool). A required or forced call is the
     whole output: no text before it, the end of sequence after it. With a forced call the
@@ -71,9 +76,11 @@ def output_grammar(*, tool_format: str | None, tools: list[FunctionTool],
     a call with no tools or no known `tool_format`.
     """
     calls = _forced_calls(tool_format, tools, tool_choice, parallel_tool_calls)
+    may_call = tool_choice in (None, "auto") and bool(tools) and tool_format is not None
+    if may_call and not parallel_tool_calls and response_format is None:
+        calls = _at_most_one_call(tool_format, tools)
     if calls is None and response_format is None:
         return None
-    may_call = tool_choice in (None, "auto") and bool(tools) and tool_format is not None
     if calls is None and reasoning is None and not may_call:
         return response_format
     st = xgrammar().structural_tag
@@ -120,11 +127,7 @@ def _calls(tool_format: str | None, tools: list[tuple[int, FunctionTool]],
     if tool_format not in CALL_SYNTAX:
         raise ValueError(f"tool format {tool_format!r} cannot be constrained by a grammar; "
                          f"known: {', '.join(sorted(CALL_SYNTAX))}")
-    for i, tool in tools:
-        reason = unsupported_feature(tool.parameters)
-        if reason:
-            raise ValueError(f"tools[{i}].function.parameters uses a JSON-schema feature that "
-                             f"cannot be enforced: {reason}")
+    _check_schemas(tools)
     st = xgrammar().structural_tag
     syntax = CALL_SYNTAX[tool_format]
     tags = [st.TagFormat(begin=syntax.begin.format(name=json.dumps(tool.name)),
@@ -138,6 +141,28 @@ def _calls(tool_format: str | None, tools: list[tuple[int, FunctionTool]],
         return calls
     return st.SequenceFormat(elements=[st.ConstStringFormat(value=syntax.prefix), calls,
                                        st.ConstStringFormat(value=syntax.suffix)])
+
+
+def _at_most_one_call(tool_format: str, tools: list[FunctionTool]) -> Any:
+    """Free text with at most one call in it, which ends the output ("auto" tools without
+    parallel calls)."""
+    _check_schemas(list(enumerate(tools)))
+    st = xgrammar().structural_tag
+    syntax = CALL_SYNTAX[tool_format]
+    tags = [st.TagFormat(begin=syntax.prefix + syntax.begin.format(name=json.dumps(tool.name)),
+                         content=st.JSONSchemaFormat(
+                             json_schema=tool.parameters or json.loads(ANY_OBJECT)),
+                         end=syntax.end + syntax.suffix)
+            for tool in tools]
+    return st.TriggeredTagsFormat(triggers=[syntax.trigger], tags=tags, stop_after_first=True)
+
+
+def _check_schemas(tools: list[tuple[int, FunctionTool]]) -> None:
+    for i, tool in tools:
+        reason = unsupported_feature(tool.parameters)
+        if reason:
+            raise ValueError(f"tools[{i}].function.parameters uses a JSON-schema feature that "
+                             f"cannot be enforced: {reason}")
 
 
 def _format_of(params: StructuredOutputsParams) -> Any:
