@@ -6,9 +6,9 @@ Llama-3-8B's matmul shapes, on one GPU; prints a table, writes JSON.
     (or: bash ci/gpu.sh quantbench [same arguments])
 
 Every path of every op is timed where it applies: "auto" (what the provider runs for that
-many rows) and each kernel on its own (the one-row FP8 and INT4 kernels' tiles (`row_gemv`,
-`row_woq`), the Triton gemv's register and tl.dot paths, the Triton gemm, torch._scaled_mm
-and torch._int_mm after the activation-quantization kernel).
+many rows) and each kernel on its own (the one-row FP8 kernel's tiles (`row_gemv`), the Triton
+gemv's register and tl.dot paths, the Triton gemm, torch._scaled_mm and torch._int_mm after
+the activation-quantization kernel).
 Times are CUDA-graph replays of at least CALLS launches cycling through enough copies of
 the weight to overflow L2 several times (so every launch streams its weight from HBM, as a
 model's layers do), median of REPLAYS, as ci/gemv_bench.py does. TB/s is weight bytes
@@ -42,7 +42,6 @@ from pagoda.kernels.triton.common import GemvTiles, parallel_units  # noqa: E402
 from pagoda.kernels.triton.gemv import num_k_splits  # noqa: E402
 from pagoda.kernels.triton.quant_prims import quantize_activations, scale_rows  # noqa: E402
 from pagoda.kernels.triton.row_gemv import fp8_row_gemv  # noqa: E402
-from pagoda.kernels.triton.row_woq import woq_row_gemv  # noqa: E402
 from pagoda.kernels.triton.scaled_gemm import QGemvPlan, qgemm, qgemv  # noqa: E402
 from pagoda.kernels.triton.woq_gemm import woq_gemm, woq_gemv  # noqa: E402
 from pagoda.ops import quant_reference  # noqa: E402
@@ -117,15 +116,11 @@ ROW_TILES = ((8, 1024), (16, 512), (32, 256), (64, 128), (16, 1024), (32, 512), 
              (128, 128))
 """(weight rows, K) tiles of the one-row FP8 kernel tried at one row (4 warps: 8 were slower
 on every 8B shape on the H200)."""
-ROW_WOQ_TILES = ((8, 1024), (16, 512), (16, 1024), (32, 256), (32, 512), (32, 1024),
-                 (64, 256))
-"""(weight rows, K) tiles of the one-row 4-bit kernel (`row_woq`) tried at one row."""
 
 
-def _row_plans(n: int, k: int, units: int,
-               tiles: tuple[tuple[int, int], ...] = ROW_TILES) -> list[GemvTiles]:
+def _row_plans(n: int, k: int, units: int) -> list[GemvTiles]:
     return [GemvTiles(bn, bk, num_k_splits(triton.cdiv(n, bn), k, units))
-            for bn, bk in tiles if bk <= k]
+            for bn, bk in ROW_TILES if bk <= k]
 
 
 def _fp8_row(plan: GemvTiles) -> Callable[[torch.Tensor, Any], torch.Tensor]:
@@ -143,9 +138,6 @@ def paths(op: str, m: int, n: int, k: int, units: int) -> dict[str, Callable[...
     found: dict[str, Callable[..., Any]] = {}
     if op == "int4":
         found["auto"] = ql.woq_linear
-        if m == 1:
-            for plan in _row_plans(n, k, units, ROW_WOQ_TILES):
-                found[f"row {plan.label}"] = _woq(woq_row_gemv, plan)
         if m <= 8:
             for bn, bk in ((8, 1024), (16, 512), (4, 1024), (8, 512), (16, 128), (8, 128)):
                 if bn * bk * triton.next_power_of_2(m) <= 8192:

@@ -17,7 +17,6 @@ from triton.compiler import ASTSource
 
 from pagoda.kernels.triton.quant_prims import _act_quant_kernel, _scale_rows_kernel
 from pagoda.kernels.triton.row_gemv import _fp8_row_gemv_kernel
-from pagoda.kernels.triton.row_woq import _woq_row_kernel
 from pagoda.kernels.triton.scaled_gemm import _qgemm_kernel, _qgemv_kernel
 from pagoda.kernels.triton.woq_gemm import _woq_gemm_kernel, _woq_gemv_kernel
 
@@ -55,7 +54,7 @@ def _woq(**overrides: Any) -> dict[str, Any]:
 
 def _row(**overrides: Any) -> dict[str, Any]:
     consts = dict(BLOCK_N=16, BLOCK_K=1024, HAS_BIAS=False, NUM_SPLITS=1, STAGES=3,
-                  X_BLOCK=4096, ASM=True)
+                  X_BLOCK=4096, ASM=True, PREFETCH_LINES=16)
     consts.update(overrides)
     return consts
 
@@ -117,11 +116,6 @@ VARIANTS: list[tuple[str, Any, dict[str, Any], dict[str, str], int]] = [
      _row(STATIC=True, EVEN_K=False, NUM_SPLITS=4, HAS_BIAS=True), FP8, 4),
     ("row gemv fp8 dynamic, bit moves", _fp8_row_gemv_kernel,
      _row(STATIC=False, EVEN_K=True, ASM=False), FP8, 4),
-    ("row woq int4 g128", _woq_row_kernel,
-     dict(GROUP=128, BLOCK_N=16, BLOCK_K=1024, HAS_BIAS=False, NUM_SPLITS=1, STAGES=3), WOQ, 4),
-    ("row woq int4 g32 split bias fp32 scales", _woq_row_kernel,
-     dict(GROUP=32, BLOCK_N=8, BLOCK_K=256, HAS_BIAS=True, NUM_SPLITS=4, STAGES=3),
-     {**WOQ, "s_ptr": "*fp32", "o_ptr": "*fp32"}, 4),
     ("woq gemm int4 g128 bf16", _woq_gemm_kernel, _woq_gemm(tl.bfloat16), WOQ, 8),
     ("woq gemm int8 g32 fp16 16 rows", _woq_gemm_kernel,
      _woq_gemm(tl.float16, BITS=8, GROUP=32, BLOCK_M=16, BLOCK_N=64, BLOCK_K=64),

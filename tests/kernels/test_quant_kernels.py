@@ -22,7 +22,6 @@ from pagoda.kernels.triton import quant_linear as ql  # noqa: E402
 from pagoda.kernels.triton.common import GemvTiles  # noqa: E402
 from pagoda.kernels.triton.quant_prims import pack_codes, quantize_activations  # noqa: E402
 from pagoda.kernels.triton.row_gemv import fp8_row_gemv  # noqa: E402
-from pagoda.kernels.triton.row_woq import woq_row_gemv  # noqa: E402
 from pagoda.kernels.triton.scaled_gemm import QGemmPlan, QGemvPlan, qgemm, qgemv  # noqa: E402
 from pagoda.kernels.triton.woq_gemm import (  # noqa: E402
     PackedGroupWeight,
@@ -213,32 +212,6 @@ def test_every_woq_path(fmt: tuple[int, int, bool], rows: int, device: str) -> N
         plan = WoqGemmPlan(16, 32, max(group, 64))
         got = woq_gemm(torch.empty_like(want, device=device), xd, packed, bias, plan)
         _close("woq_linear", got, ref.woq_linear(x, weight, b if bias is not None else None))
-
-
-ROW_WOQ_PLANS = (GemvTiles(16, 256), GemvTiles(8, 128, num_splits=2), GemvTiles(32, 512))
-
-
-@pytest.mark.parametrize("plan", ROW_WOQ_PLANS, ids=lambda p: p.label)
-@pytest.mark.parametrize("fmt", [f for f in WOQ_FORMATS if f[0] == 4],
-                         ids=lambda f: f"int{f[0]} g{f[1]}")
-def test_every_woq_row_path(fmt: tuple[int, int, bool], plan: GemvTiles, device: str) -> None:
-    """One row, K = 384, N = 37 (partial tiles and K steps); every code 0..15 at every
-    nibble position of a word (row 0), float32 offsets that are not -8 s."""
-    bits, group, symmetric = fmt
-    x, w, b = _operands(40 + group, 1, 37, 384, torch.float32)
-    weight = group_weight(w, bits, group, symmetric)
-    codes = weight.codes.clone()
-    k = torch.arange(128)
-    codes[0, :128] = (k // 8 + k % 8) % 16  # code (word + position) % 16
-    weight = dataclasses.replace(weight, codes=codes)
-    packed = _on(ql.prepare_woq(weight), device)
-    xd = x.to(device)
-    for bias in (b, None):
-        want = ref.woq_linear(x, weight, bias)
-        got = woq_row_gemv(torch.empty_like(want, device=device), xd, packed,
-                           bias.to(device) if bias is not None else None, plan)
-        _close("woq_linear", got, want)
-
 
 
 def test_batched_strided_and_empty_inputs(device: str) -> None:

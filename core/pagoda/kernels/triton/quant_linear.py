@@ -15,7 +15,6 @@ int8_linear (int8 weights and activations, exact int32 sums):
                        beat torch._int_mm + a scaling epilogue by 1.6-1.8x at M = 1024
                        on every 8B shape, ci/bench_quant_kernels.py)
 woq_linear (4- or 8-bit codes per group, x as it is):
-  M = 1, 4-bit         `row_woq.woq_row_gemv` (codes become mantissas by bit moves)
   M <= WOQ_GEMV_ROWS   `_woq_gemv_kernel`, else `_woq_gemm_kernel`
 
 Outputs are in x's type; the arithmetic in float32 (int32 for int8 products).
@@ -31,7 +30,6 @@ import torch
 from pagoda.kernels.triton.common import rows
 from pagoda.kernels.triton.quant_prims import quantize_activations
 from pagoda.kernels.triton.row_gemv import fp8_ok_for_row, fp8_row_gemv
-from pagoda.kernels.triton.row_woq import woq_row_gemv, woq_row_ok
 from pagoda.kernels.triton.scaled_gemm import FUSED_MAX_ROWS, GEMV_MAX_ROWS, qgemm, qgemv
 from pagoda.kernels.triton.woq_gemm import GEMV_MAX_ROWS as WOQ_GEMV_ROWS
 from pagoda.kernels.triton.woq_gemm import PackedGroupWeight, pack, woq_gemm, woq_gemv
@@ -152,9 +150,7 @@ def woq_linear(x: torch.Tensor, weight: PackedGroupWeight,
     out, out2 = _out(x, n)
     if (done := _empty_case(x2, out, out2, bias)) is not None:
         return done
-    if x2.shape[0] == 1 and woq_row_ok(weight):
-        woq_row_gemv(out2, x2, weight, bias)
-    elif x2.shape[0] <= WOQ_GEMV_ROWS:
+    if x2.shape[0] <= WOQ_GEMV_ROWS:
         woq_gemv(out2, x2, weight, bias)
     else:
         woq_gemm(out2, x2, weight, bias)
