@@ -54,7 +54,7 @@ def _woq(**overrides: Any) -> dict[str, Any]:
 
 def _row(**overrides: Any) -> dict[str, Any]:
     consts = dict(BLOCK_N=16, BLOCK_K=1024, HAS_BIAS=False, NUM_SPLITS=1, STAGES=3,
-                  X_BLOCK=4096, ASM=True, PREFETCH_LINES=16)
+                  X_BLOCK=4096, ASM=True)
     consts.update(overrides)
     return consts
 

@@ -1,23 +1,33 @@
 """fp8_linear of one row (a single decode) with per-row weight scales: y = x W^T (+ b),
 where streaming the float8 e4m3 weight is the whole cost.
 
-The general gemv (`scaled_gemm._qgemv_kernel`) converts every weight code to float32 with
-conversion instructions, which issue at a fraction of the rate of integer and FMA
-instructions. Here codes are never converted: each 32-bit word of four codes is loaded
-once, and every code in it becomes a float32 by moving its bits into place (its sign to
-bit 31, its 7 exponent-and-mantissa bits to bits 20..26), which reads as the code's value
-times 2**-120 exactly (an e4m3 subnormal becomes a float32 subnormal of the same
-significand). x is loaded once per byte position of the words, so no register shuffling
-puts codes back into K order; it is rounded to e4m3 values as the reference does, in float
-arithmetic (`round_fp8`), and taken times 2**64 so that no product is subnormal. Products
-accumulate per (weight row, word) lane and are summed over K once, at the end, then
-multiplied back by 2**56 with the scales. K splits across programs when there are too few
-column tiles, as in `gemv.py`.
+At the H200's bandwidth a multiprocessor must consume about 16 weight bytes a cycle, which
+leaves about 8 instructions a weight: the general gemv (`scaled_gemm._qgemv_kernel`)
+spends more on converting codes one by one. Here each 32-bit word of four codes is loaded
+once (16-byte loads: offsets and strides count words, so their alignment is known) and
+its codes become float32 by two packed PTX conversions, e4m3x2 -> f16x2 (exact), and four
+f16 -> f32; x is rounded to e4m3 values as the reference does with one packed
+conversion there (round to nearest even, saturating at 448) and one back, two values at
+a time. Products accumulate in float32 per (weight row, word) lane and are summed over K
+once, at the end: about 3.3 instructions a weight instead of 6.2 for the bit moves below
+(counted in the sm_90 SASS of the loop). x is loaded once per byte position of the words,
+so no register shuffling puts codes back into K order. The per-token scale is a first
+pass over x, all of a 4096-wide x in one load. K splits across programs when there are
+too few column tiles, as in `gemv.py`.
 
-On an H200 (ci/bench_quant_kernels.py, 8B shapes) this beat the general gemv's register
-path by 1.3x on down (14336 inputs) and tied it on the 4096-input shapes: a step's FP8
-matmuls 7% faster. (The same bit moves for 4-bit codes did not beat the weight-only gemv.)
+Triton's interpreter (CI on CPUs) runs no inline PTX: there codes become float32 by
+moving their bits into place (the sign to bit 31, the 7 exponent-and-mantissa bits to
+bits 20..26, which reads as the code's value times 2**-120 exactly, subnormals included),
+and x is rounded in float arithmetic (`round_fp8`) and taken times 2**64 so that no
+product is subnormal; the sum is multiplied back by 2**56.
+
+On an H200 (ci/bench_quant_kernels.py --rows 1 --ops fp8, 8B shapes, one run) qkv, o,
+gate_up and down take 10.3 / 8.3 / 33.3 / 19.7 µs against 12.8 / 10.2 / 43.3 / 24.8 for
+the bit moves with 4-byte loads: a step's FP8 matmuls 2.29 ms instead of 2.92. Asking
+L2 for the first K steps' lines before the amax pass, or a fourth pipeline stage, made
+every shape slower (docs/benchmarks.md, issue 14).
 """
+
 
 from __future__ import annotations
 
@@ -35,11 +45,6 @@ FP8_Y_SHIFT = tl.constexpr(2.0**56)
 """What the sum of products is multiplied by: 2**120 (the weights' bit shift) / 2**64."""
 AMAX_BLOCK = 4096
 """Inputs per load of the per-token amax pass: all of a 4096-wide x in one round trip."""
-PREFETCH_STEPS = 2
-"""K steps of its rows a program asks L2 for before the amax pass, so that the weight
-streams from HBM while x is read (0: none)."""
-LINE_WORDS = tl.constexpr(32)
-"""Words of a 128-byte cache line."""
 
 
 def plan_row_gemv(n: int, k: int, units: int) -> GemvTiles:
@@ -112,32 +117,17 @@ def _round_e4m3_pair(u, v):
 
 
 @triton.jit
-def _prefetch_l2(ptrs, mask):
-    """Ask L2 for the line at each pointer where mask (PTX prefetch; nothing is loaded
-    into registers)."""
-    return tl.inline_asm_elementwise(
-        """{
-        .reg .pred p;
-        setp.ne.b32 p, $2, 0;
-        @p prefetch.global.L2 [$1];
-        mov.u32 $0, 0;
-        }""",
-        "=r,l,r", [ptrs, mask.to(tl.int32)], dtype=tl.int32, is_pure=False, pack=1)
-
-
-@triton.jit
 def _fp8_row_gemv_kernel(
     out_ptr, part_ptr, x_ptr, xs_ptr, w_ptr, ws_ptr, bias_ptr, N, K, split_words, stride_ww,
     STATIC: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, EVEN_K: tl.constexpr,
     HAS_BIAS: tl.constexpr, NUM_SPLITS: tl.constexpr, STAGES: tl.constexpr,
-    X_BLOCK: tl.constexpr, ASM: tl.constexpr, PREFETCH_LINES: tl.constexpr,
+    X_BLOCK: tl.constexpr, ASM: tl.constexpr,
 ):
     """Columns [BLOCK_N * program 0, +BLOCK_N) of x [1, K] W^T over the words of split
     `program 1` (the output, or float32 partial sums [NUM_SPLITS, 1, N]); x is quantized
     per token (a first pass for its amax, X_BLOCK inputs a load) or by the static scale xs.
-    ASM converts codes with PTX conversions (`_e4m3_lanes`), else by bit moves, and
-    prefetches the first PREFETCH_LINES lines of each row's range. Offsets and strides
-    count words, so that their alignment is known and loads are 16 bytes."""
+    ASM converts codes with PTX conversions (`_e4m3_lanes`), else by bit moves. Offsets
+    and strides count words, so that their alignment is known and loads are 16 bytes."""
     WORDS: tl.constexpr = BLOCK_K // 4
     split = tl.program_id(1)
     n = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
@@ -147,9 +137,6 @@ def _fp8_row_gemv_kernel(
     w_tile = words_ptr + nc.to(tl.int64)[:, None] * stride_ww + j
     lo = split * split_words
     hi = tl.minimum(lo + split_words, K // 4)
-    if ASM and PREFETCH_LINES > 0:
-        line = lo + LINE_WORDS * tl.arange(0, PREFETCH_LINES)[None, :]
-        _prefetch_l2(words_ptr + nc.to(tl.int64)[:, None] * stride_ww + line, line < hi)
 
     if STATIC:
         xs = tl.load(xs_ptr).to(tl.float32)
@@ -213,7 +200,6 @@ def fp8_row_gemv(out2: torch.Tensor, x2: torch.Tensor, static: torch.Tensor | No
         EVEN_K=k % plan.block_k == 0, HAS_BIAS=bias is not None, NUM_SPLITS=splits,
         STAGES=plan.num_stages, X_BLOCK=min(pow2(k, 16), AMAX_BLOCK),
         ASM=not interpreted(_fp8_row_gemv_kernel),
-        PREFETCH_LINES=PREFETCH_STEPS * plan.block_k // (4 * LINE_WORDS.value),
         num_warps=plan.num_warps, num_stages=plan.num_stages,
     )
     if splits > 1:
