@@ -50,7 +50,7 @@ AMAX_BLOCK = 4096
 def plan_row_gemv(n: int, k: int, units: int) -> GemvTiles:
     """16 weight rows of 1024 inputs a step (fewer where K is shorter), K split when the
     column tiles leave multiprocessors idle; 64 rows of 256 inputs when even those give
-    every multiprocessor a program (on the H200, gate_up's 28672 rows: 33.0 µs against
+    every multiprocessor a program (on the H200, gate_up's 28672 rows: 33.3 µs against
     34.4, ci/bench_quant_kernels.py)."""
     block_n, block_k = (64, 256) if triton.cdiv(n, 64) >= units else (16, 1024)
     block_k = min(block_k, pow2(k, 16))
