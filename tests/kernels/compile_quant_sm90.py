@@ -53,7 +53,8 @@ def _woq(**overrides: Any) -> dict[str, Any]:
 
 
 def _row(**overrides: Any) -> dict[str, Any]:
-    consts = dict(BLOCK_N=16, BLOCK_K=1024, HAS_BIAS=False, NUM_SPLITS=1, STAGES=3)
+    consts = dict(BLOCK_N=16, BLOCK_K=1024, HAS_BIAS=False, NUM_SPLITS=1, STAGES=3,
+                  X_BLOCK=4096, ASM=True)
     consts.update(overrides)
     return consts
 
@@ -113,6 +114,8 @@ VARIANTS: list[tuple[str, Any, dict[str, Any], dict[str, str], int]] = [
      _row(STATIC=False, EVEN_K=True), FP8, 4),
     ("row gemv fp8 static odd K split bias", _fp8_row_gemv_kernel,
      _row(STATIC=True, EVEN_K=False, NUM_SPLITS=4, HAS_BIAS=True), FP8, 4),
+    ("row gemv fp8 dynamic, bit moves", _fp8_row_gemv_kernel,
+     _row(STATIC=False, EVEN_K=True, ASM=False), FP8, 4),
     ("woq gemm int4 g128 bf16", _woq_gemm_kernel, _woq_gemm(tl.bfloat16), WOQ, 8),
     ("woq gemm int8 g32 fp16 16 rows", _woq_gemm_kernel,
      _woq_gemm(tl.float16, BITS=8, GROUP=32, BLOCK_M=16, BLOCK_N=64, BLOCK_K=64),

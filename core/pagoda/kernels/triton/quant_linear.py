@@ -4,7 +4,7 @@ rows M of x:
 
 fp8_linear (float8 e4m3 weights, activations quantized per token, by a static scale, or
 per token and group of bk inputs for (bn, bk)-blocked weights):
-  M = 1, per-row       `row_gemv.fp8_row_gemv` (codes become floats by bit moves)
+  M = 1, per-row       `row_gemv.fp8_row_gemv` (packed PTX conversions of the codes)
   M <= GEMV_MAX_ROWS   `_qgemv_kernel` (quantizes x itself up to FUSED_MAX_ROWS rows)
   larger, per-row      activations quantized once, then torch._scaled_mm (CUDA, bfloat16
                        models, K and N multiples of 16), else `_qgemm_kernel`

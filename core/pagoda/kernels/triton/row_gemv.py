@@ -1,23 +1,33 @@
 """fp8_linear of one row (a single decode) with per-row weight scales: y = x W^T (+ b),
 where streaming the float8 e4m3 weight is the whole cost.
 
-The general gemv (`scaled_gemm._qgemv_kernel`) converts every weight code to float32 with
-conversion instructions, which issue at a fraction of the rate of integer and FMA
-instructions. Here codes are never converted: each 32-bit word of four codes is loaded
-once, and every code in it becomes a float32 by moving its bits into place (its sign to
-bit 31, its 7 exponent-and-mantissa bits to bits 20..26), which reads as the code's value
-times 2**-120 exactly (an e4m3 subnormal becomes a float32 subnormal of the same
-significand). x is loaded once per byte position of the words, so no register shuffling
-puts codes back into K order; it is rounded to e4m3 values as the reference does, in float
-arithmetic (`round_fp8`), and taken times 2**64 so that no product is subnormal. Products
-accumulate per (weight row, word) lane and are summed over K once, at the end, then
-multiplied back by 2**56 with the scales. K splits across programs when there are too few
-column tiles, as in `gemv.py`.
+At the H200's bandwidth a multiprocessor must consume about 16 weight bytes a cycle, which
+leaves about 8 instructions a weight: the general gemv (`scaled_gemm._qgemv_kernel`)
+spends more on converting codes one by one. Here each 32-bit word of four codes is loaded
+once (16-byte loads: offsets and strides count words, so their alignment is known) and
+its codes become float32 by two packed PTX conversions, e4m3x2 -> f16x2 (exact), and four
+f16 -> f32; x is rounded to e4m3 values as the reference does with one packed
+conversion there (round to nearest even, saturating at 448) and one back, two values at
+a time. Products accumulate in float32 per (weight row, word) lane and are summed over K
+once, at the end: about 3.3 instructions a weight instead of 6.2 for the bit moves below
+(counted in the sm_90 SASS of the loop). x is loaded once per byte position of the words,
+so no register shuffling puts codes back into K order. The per-token scale is a first
+pass over x, all of a 4096-wide x in one load. K splits across programs when there are
+too few column tiles, as in `gemv.py`.
 
-On an H200 (ci/bench_quant_kernels.py, 8B shapes) this beat the general gemv's register
-path by 1.3x on down (14336 inputs) and tied it on the 4096-input shapes: a step's FP8
-matmuls 7% faster. (The same bit moves for 4-bit codes did not beat the weight-only gemv.)
+Triton's interpreter (CI on CPUs) runs no inline PTX: there codes become float32 by
+moving their bits into place (the sign to bit 31, the 7 exponent-and-mantissa bits to
+bits 20..26, which reads as the code's value times 2**-120 exactly, subnormals included),
+and x is rounded in float arithmetic (`round_fp8`) and taken times 2**64 so that no
+product is subnormal; the sum is multiplied back by 2**56.
+
+On an H200 (ci/bench_quant_kernels.py --rows 1 --ops fp8, 8B shapes, one run) qkv, o,
+gate_up and down take 10.3 / 8.3 / 33.3 / 19.7 µs against 12.8 / 10.2 / 43.3 / 24.8 for
+the bit moves with 4-byte loads: a step's FP8 matmuls 2.29 ms instead of 2.92. Asking
+L2 for the first K steps' lines before the amax pass, or a fourth pipeline stage, made
+every shape slower (docs/benchmarks.md, issue 14).
 """
+
 
 from __future__ import annotations
 
@@ -25,7 +35,7 @@ import torch
 import triton
 import triton.language as tl
 
-from pagoda.kernels.triton.common import GemvTiles, parallel_units, pow2
+from pagoda.kernels.triton.common import GemvTiles, interpreted, parallel_units, pow2
 from pagoda.kernels.triton.gemv import SUM_BLOCK, _sum_splits_kernel, num_k_splits
 from pagoda.kernels.triton.quant_prims import MIN_SCALE_C, round_fp8
 
@@ -33,12 +43,16 @@ FP8_X_SHIFT = tl.constexpr(2.0**64)
 """x codes are taken times this, so that every product of codes is a normal float32."""
 FP8_Y_SHIFT = tl.constexpr(2.0**56)
 """What the sum of products is multiplied by: 2**120 (the weights' bit shift) / 2**64."""
+AMAX_BLOCK = 4096
+"""Inputs per load of the per-token amax pass: all of a 4096-wide x in one round trip."""
 
 
-def plan_row_gemv(n: int, k: int, units: int, block_n: int = 16,
-                  block_k: int = 1024) -> GemvTiles:
-    """`block_n` weight rows of `block_k` inputs a step (fewer where K is shorter), K split
-    when the column tiles leave multiprocessors idle."""
+def plan_row_gemv(n: int, k: int, units: int) -> GemvTiles:
+    """16 weight rows of 1024 inputs a step (fewer where K is shorter), K split when the
+    column tiles leave multiprocessors idle; 64 rows of 256 inputs when even those give
+    every multiprocessor a program (on the H200, gate_up's 28672 rows: 33.3 µs against
+    34.4, ci/bench_quant_kernels.py)."""
+    block_n, block_k = (64, 256) if triton.cdiv(n, 64) >= units else (16, 1024)
     block_k = min(block_k, pow2(k, 16))
     return GemvTiles(block_n, block_k, num_k_splits(triton.cdiv(n, block_n), k, units))
 
@@ -57,47 +71,108 @@ def _fp8_lane(words, BYTE: tl.constexpr):
 
 
 @triton.jit
+def _x_lane(x_ptr, word, hi, BYTE: tl.constexpr, EVEN_K: tl.constexpr):
+    """x at the inputs of byte BYTE of the words at `word`, as float32 (0 from input hi)."""
+    xk = 4 * word + BYTE
+    x = tl.load(x_ptr + xk) if EVEN_K else tl.load(x_ptr + xk, mask=xk < hi, other=0.0)
+    return x.to(tl.float32)
+
+
+@triton.jit
+def _e4m3_lanes(words):
+    """The four e4m3 codes of every uint32 word as float32 values, byte b in lane b: two
+    packed conversions to float16 pairs (exact), then to float32 (PTX, sm_89 and later)."""
+    return tl.inline_asm_elementwise(
+        """{
+        .reg .b16 lo, hi;
+        .reg .b32 a, b;
+        mov.b32 {lo, hi}, $4;
+        cvt.rn.f16x2.e4m3x2 a, lo;
+        cvt.rn.f16x2.e4m3x2 b, hi;
+        mov.b32 {lo, hi}, a;
+        cvt.f32.f16 $0, lo;
+        cvt.f32.f16 $1, hi;
+        mov.b32 {lo, hi}, b;
+        cvt.f32.f16 $2, lo;
+        cvt.f32.f16 $3, hi;
+        }""",
+        "=f,=f,=f,=f,r", [words], dtype=(tl.float32,) * 4, is_pure=True, pack=1)
+
+
+@triton.jit
+def _round_e4m3_pair(u, v):
+    """float32 u and v (divided by the scale) saturated to +-448 and rounded to the nearest
+    e4m3 value, ties to even, as float32: one packed conversion there and one back."""
+    return tl.inline_asm_elementwise(
+        """{
+        .reg .b16 q, lo, hi;
+        .reg .b32 h;
+        cvt.rn.satfinite.e4m3x2.f32 q, $3, $2;
+        cvt.rn.f16x2.e4m3x2 h, q;
+        mov.b32 {lo, hi}, h;
+        cvt.f32.f16 $0, lo;
+        cvt.f32.f16 $1, hi;
+        }""",
+        "=f,=f,f,f", [u, v], dtype=(tl.float32, tl.float32), is_pure=True, pack=1)
+
+
+@triton.jit
 def _fp8_row_gemv_kernel(
-    out_ptr, part_ptr, x_ptr, xs_ptr, w_ptr, ws_ptr, bias_ptr, N, K, split_len, stride_wn,
+    out_ptr, part_ptr, x_ptr, xs_ptr, w_ptr, ws_ptr, bias_ptr, N, K, split_words, stride_ww,
     STATIC: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, EVEN_K: tl.constexpr,
     HAS_BIAS: tl.constexpr, NUM_SPLITS: tl.constexpr, STAGES: tl.constexpr,
+    X_BLOCK: tl.constexpr, ASM: tl.constexpr,
 ):
-    """Columns [BLOCK_N * program 0, +BLOCK_N) of x [1, K] W^T over the K range of split
+    """Columns [BLOCK_N * program 0, +BLOCK_N) of x [1, K] W^T over the words of split
     `program 1` (the output, or float32 partial sums [NUM_SPLITS, 1, N]); x is quantized
-    per token (a first pass for its amax) or by the static scale xs."""
+    per token (a first pass for its amax, X_BLOCK inputs a load) or by the static scale xs.
+    ASM converts codes with PTX conversions (`_e4m3_lanes`), else by bit moves. Offsets
+    and strides count words, so that their alignment is known and loads are 16 bytes."""
     WORDS: tl.constexpr = BLOCK_K // 4
     split = tl.program_id(1)
     n = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
     nc = tl.minimum(n, N - 1)  # rows past N read row N - 1, never stored
-    j = tl.arange(0, WORDS)
-    k = tl.arange(0, BLOCK_K)
+    j = tl.arange(0, WORDS)[None, :]  # 2-D, so that x lanes share the weight's layout
     words_ptr = w_ptr.to(tl.pointer_type(tl.uint32), bitcast=True)
-    w_tile = words_ptr + nc.to(tl.int64)[:, None] * (stride_wn // 4) + j[None, :]
-    lo = split * split_len
-    hi = tl.minimum(lo + split_len, K)
+    w_tile = words_ptr + nc.to(tl.int64)[:, None] * stride_ww + j
+    lo = split * split_words
+    hi = tl.minimum(lo + split_words, K // 4)
 
     if STATIC:
         xs = tl.load(xs_ptr).to(tl.float32)
     else:
-        amax = tl.zeros([BLOCK_K], dtype=tl.float32)
-        for start in range(0, K, BLOCK_K):
-            x = tl.load(x_ptr + start + k, mask=start + k < K, other=0.0)
+        xk = tl.arange(0, X_BLOCK)
+        amax = tl.zeros([X_BLOCK], dtype=tl.float32)
+        for start in range(0, K, X_BLOCK):
+            x = tl.load(x_ptr + start + xk, mask=start + xk < K, other=0.0)
             amax = tl.maximum(amax, tl.abs(x.to(tl.float32)))
         xs = tl.math.div_rn(tl.maximum(tl.max(amax, axis=0), MIN_SCALE_C * 448.0), 448.0)
     inv = 1.0 / xs  # a multiply per x, as the general gemv quantizes
 
     acc = tl.zeros([BLOCK_N, WORDS], dtype=tl.float32)
-    for start in tl.range(lo, hi, BLOCK_K, num_stages=STAGES):
+    for start in tl.range(lo, hi, WORDS, num_stages=STAGES):
+        word = start + j
         if EVEN_K:
-            words = tl.load(w_tile + start // 4)
+            words = tl.load(w_tile + start)
         else:
-            words = tl.load(w_tile + start // 4, mask=(start + 4 * j < hi)[None, :], other=0)
-        for b in tl.static_range(4):
-            xk = start + 4 * j + b
-            x = tl.load(x_ptr + xk) if EVEN_K else tl.load(x_ptr + xk, mask=xk < hi, other=0.0)
-            xq = round_fp8(x.to(tl.float32) * inv) * FP8_X_SHIFT
-            acc += _fp8_lane(words, b) * xq[None, :]
-    y = tl.sum(acc, axis=1) * (xs * FP8_Y_SHIFT) * tl.load(ws_ptr + nc)
+            words = tl.load(w_tile + start, mask=word < hi, other=0)
+        if ASM:
+            w0, w1, w2, w3 = _e4m3_lanes(words)
+            x0, x1 = _round_e4m3_pair(_x_lane(x_ptr, word, 4 * hi, 0, EVEN_K) * inv,
+                                      _x_lane(x_ptr, word, 4 * hi, 1, EVEN_K) * inv)
+            x2, x3 = _round_e4m3_pair(_x_lane(x_ptr, word, 4 * hi, 2, EVEN_K) * inv,
+                                      _x_lane(x_ptr, word, 4 * hi, 3, EVEN_K) * inv)
+            acc = tl.fma(w0, x0, acc)
+            acc = tl.fma(w1, x1, acc)
+            acc = tl.fma(w2, x2, acc)
+            acc = tl.fma(w3, x3, acc)
+        else:
+            for b in tl.static_range(4):
+                xq = round_fp8(_x_lane(x_ptr, word, 4 * hi, b, EVEN_K) * inv) * FP8_X_SHIFT
+                acc += _fp8_lane(words, b) * xq
+    y = tl.sum(acc, axis=1) * xs * tl.load(ws_ptr + nc)
+    if not ASM:
+        y *= FP8_Y_SHIFT
     if NUM_SPLITS == 1:
         if HAS_BIAS:
             y += tl.load(bias_ptr + nc).to(tl.float32)
@@ -120,10 +195,11 @@ def fp8_row_gemv(out2: torch.Tensor, x2: torch.Tensor, static: torch.Tensor | No
     b = bias if bias is not None else wscale  # a placeholder when unused
     _fp8_row_gemv_kernel[(triton.cdiv(n, plan.block_n), splits)](
         out2, part, x2, static if static is not None else wscale, weight, wscale, b, n, k,
-        split_len, weight.stride(0),
+        split_len // 4, weight.stride(0) // 4,
         STATIC=static is not None, BLOCK_N=plan.block_n, BLOCK_K=plan.block_k,
         EVEN_K=k % plan.block_k == 0, HAS_BIAS=bias is not None, NUM_SPLITS=splits,
-        STAGES=plan.num_stages,
+        STAGES=plan.num_stages, X_BLOCK=min(pow2(k, 16), AMAX_BLOCK),
+        ASM=not interpreted(_fp8_row_gemv_kernel),
         num_warps=plan.num_warps, num_stages=plan.num_stages,
     )
     if splits > 1:

@@ -103,14 +103,15 @@ def _dequantize(codes, s, o, GROUP: tl.constexpr):
 
 @triton.jit(do_not_specialize=["M"])
 def _woq_gemv_kernel(
-    out_ptr, part_ptr, x_ptr, w_ptr, s_ptr, o_ptr, bias_ptr, M, N, K, split_len,
+    out_ptr, part_ptr, x_ptr, w_ptr, s_ptr, o_ptr, bias_ptr, M, N, K, KW, split_words,
     stride_om, stride_xm, stride_wn, stride_sn,
     BITS: tl.constexpr, GROUP: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
     BLOCK_K: tl.constexpr, HAS_BIAS: tl.constexpr, NUM_SPLITS: tl.constexpr,
     STAGES: tl.constexpr,
 ):
-    """Columns [BLOCK_N * program 0, +BLOCK_N) of x W^T over the K range of split
-    `program 1`: the output, or float32 partial sums [NUM_SPLITS, M, N]."""
+    """Columns [BLOCK_N * program 0, +BLOCK_N) of x W^T over the words of split
+    `program 1` (KW words a row): the output, or float32 partial sums [NUM_SPLITS, M, N].
+    The loop counts words, so that the alignment of word offsets is known (16-byte loads)."""
     PACK: tl.constexpr = 32 // BITS
     GROUPS: tl.constexpr = BLOCK_K // GROUP
     split = tl.program_id(1)
@@ -125,20 +126,22 @@ def _woq_gemv_kernel(
     w_tile = w_ptr + nc.to(tl.int64)[:, None] * stride_wn + j[None, :]
     s_tile = nc.to(tl.int64)[:, None] * stride_sn + g[None, :]
     x_tile = x_ptr + m[:, None] * stride_xm + k[None, :]
-    lo = split * split_len
-    hi = tl.minimum(lo + split_len, K)
+    lo = split * split_words
+    hi = tl.minimum(lo + split_words, KW)
     if BLOCK_M == 1:
         acc = tl.zeros([BLOCK_N, BLOCK_K], dtype=tl.float32)
     else:
         acc = tl.zeros([BLOCK_N, BLOCK_M, BLOCK_K], dtype=tl.float32)
-    for start in tl.range(lo, hi, BLOCK_K, num_stages=STAGES):
+    for word in tl.range(lo, hi, BLOCK_K // PACK, num_stages=STAGES):
+        start = word * PACK
         # K is whole groups: a step is whole groups, some of them past K at the end
         g_ok = (start // GROUP + g < K // GROUP)[None, :]
-        words = tl.load(w_tile + start // PACK, mask=(start + j * PACK < hi)[None, :], other=0)
+        words = tl.load(w_tile + word, mask=(word + j < hi)[None, :], other=0)
         s = tl.load(s_ptr + s_tile + start // GROUP, mask=g_ok, other=0.0).to(tl.float32)
         o = tl.load(o_ptr + s_tile + start // GROUP, mask=g_ok, other=0.0).to(tl.float32)
         w = _dequantize(unpack_codes(words, BITS), s, o, GROUP)
-        x = tl.load(x_tile + start, mask=m_ok[:, None] & (start + k < hi)[None, :], other=0.0)
+        x = tl.load(x_tile + start, mask=m_ok[:, None] & (start + k < hi * PACK)[None, :],
+                    other=0.0)
         if BLOCK_M == 1:
             acc += w * x.to(tl.float32)
         else:
@@ -207,8 +210,9 @@ def woq_gemv(out2: torch.Tensor, x2: torch.Tensor, weight: PackedGroupWeight,
             if splits > 1 else out2)
     b = bias if bias is not None else weight.scales
     _woq_gemv_kernel[(triton.cdiv(n, plan.block_n), splits)](
-        out2, part, x2, weight.words, weight.scales, weight.offsets, b, m, n, k, split_len,
-        out2.stride(0), x2.stride(0), weight.words.stride(0), weight.scales.stride(0),
+        out2, part, x2, weight.words, weight.scales, weight.offsets, b, m, n, k,
+        weight.words.shape[1], split_len * weight.bits // 32, out2.stride(0), x2.stride(0),
+        weight.words.stride(0), weight.scales.stride(0),
         BITS=weight.bits, GROUP=group, BLOCK_M=pow2(m), BLOCK_N=plan.block_n,
         BLOCK_K=plan.block_k, HAS_BIAS=bias is not None, NUM_SPLITS=splits,
         STAGES=plan.num_stages, num_warps=plan.num_warps, num_stages=plan.num_stages,
