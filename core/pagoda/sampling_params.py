@@ -197,8 +197,12 @@ class SamplingParams:
                 self.bad_words_token_ids.append(spaced)
 
     def encode_thinking_end(self, encode: Callable[[str], list[int]]) -> None:
-        """Fill `thinking_end_token_ids` with `encode` (text -> ids, no special tokens)."""
+        """Fill `thinking_end_token_ids` with `encode` (text -> ids, no special tokens);
+        ValueError when the text encodes to no token."""
         self.thinking_end_token_ids = encode(self.thinking_end)
+        if not self.thinking_end_token_ids:
+            raise ValueError(f"thinking_end {self.thinking_end!r} encodes to no token of "
+                             "this model's tokenizer")
 
     def clone(self) -> SamplingParams:
         return copy.deepcopy(self)

@@ -59,6 +59,27 @@ def test_ray_actors_generate_hf_greedy_tokens(qwen2: Path, layout: dict[str, int
 
 
 @pytest.mark.usefixtures("cluster")
+def test_bitmasks_sent_after_the_launch_reach_the_actors(tmp_path: Path) -> None:
+    """Pipeline stages overlap steps, so a step's token bitmask (here: forced tokens of a
+    spent thinking budget) goes to the actors after the step's launch."""
+    llama = make_checkpoint(tmp_path, tiny_configs()["llama"])  # (its tokenizer spells w7)
+    prompts = [[5, 6, 7], [40, 41, 42, 43, 44]]
+    free = hf_greedy(llama, prompts, 6)
+    llm = LLM(str(llama), dtype="float32", device="cpu", distributed_executor_backend="ray",
+              pipeline_parallel_size=2, num_kv_blocks=32, block_size=4)
+    try:
+        assert llm.engine.core.depth == 1
+        budgeted = SamplingParams(temperature=0.0, max_tokens=6, ignore_eos=True,
+                                  thinking_budget=2, thinking_end="w7 w9")
+        for output, expected in zip(llm.generate([{"prompt_token_ids": p} for p in prompts],
+                                                 budgeted, use_tqdm=False), free):
+            tokens = output.outputs[0].token_ids
+            assert tokens[:2] == expected[:2] and tokens[2:4] == [7, 9], (tokens, expected)
+    finally:
+        llm.engine.shutdown()
+
+
+@pytest.mark.usefixtures("cluster")
 def test_a_killed_actor_ends_the_step_and_wakes_an_idle_engine(qwen2: Path) -> None:
     llm = LLM(str(qwen2), dtype="float32", device="cpu", distributed_executor_backend="ray",
               tensor_parallel_size=2, num_kv_blocks=32)

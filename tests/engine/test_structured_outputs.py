@@ -219,6 +219,27 @@ def test_a_request_waits_for_its_grammar_without_holding_up_others():
     assert scheduler.waiting == [waiting]
 
 
+def test_overlapped_steps_get_their_bitmask_after_launch(checkpoint, llm, compiler):
+    """With steps overlapping, a structured request is not held back: its step is launched
+    while the one before is in flight and gets its bitmask once that one is read back; the
+    tokens are those of the engine that never overlaps."""
+    engine = _llm(checkpoint, async_scheduling=True)
+    executor = engine.engine.core.executor
+    provided = []
+    original = executor.provide_token_bitmask
+
+    def provide(bitmask):  # counts the late bitmasks on the real executor
+        provided.append(bitmask)
+        return original(bitmask)
+
+    executor.provide_token_bitmask = provide
+    reference, got = _mixed(llm), _mixed(engine)
+    assert len(provided) >= MAX_TOKENS  # (about one per decode step)
+    assert [c.token_ids for c in got] == [c.token_ids for c in reference]
+    for i in range(len(PROMPTS)):
+        _check_follows(compiler, GRAMMARS[sorted(GRAMMARS)[i]], got[2 * i + 1], MAX_TOKENS)
+
+
 def test_pipeline_stages_in_worker_processes(checkpoint, llm, compiler):
     """The bitmask crosses to worker processes with the step; two steps in flight."""
     engine = _llm(checkpoint, pipeline_parallel_size=2, num_kv_blocks=64)

@@ -6,11 +6,14 @@ end. In the server it runs in its own process (see `pagoda.engine.core_process`)
 On a platform whose device runs asynchronously, steps overlap: step N+1 is scheduled and
 launched before step N's sampled tokens are read back, so the host's Python work hides
 behind the device's. A step holding a request that needs its tokens on the host to sample
-the next (penalties, bad words, a grammar) is read back before anything else is scheduled.
+the next (penalties, bad words) is read back before anything else is scheduled.
 
 Structured outputs: a request's grammar compiles on a thread of `Grammars` while other
 requests run; each step's bitmask of allowed tokens is filled from the matchers of the
-scheduled requests that sample, and travels to the workers with the step.
+scheduled requests that sample (and the forced tokens of spent thinking budgets). It
+travels with the step when nothing is in flight; else the step is launched without it
+(`grammar_bitmask_later`: the forward runs) and gets it once the step before has been
+read back and has advanced the matchers, so that the host fills it during the forward.
 """
 
 from __future__ import annotations
@@ -44,6 +47,8 @@ class _InFlightStep:
     result: StepResult
     blocks_overlap: bool
     """Some request in it needs this step's tokens before its next step is scheduled."""
+    awaits_bitmask: bool = False
+    """Launched without its token bitmask, which it gets when the step before is read."""
 
 
 class EngineCore:
@@ -138,13 +143,17 @@ class EngineCore:
         if self.scheduler.has_unfinished_requests():
             outputs += self._finish_failed_grammars()
             scheduled = self.scheduler.schedule()
-            scheduled.grammar_bitmask = self._grammar_bitmask(scheduled)
+            later = bool(self._in_flight) and self._constrained(scheduled)
+            if later:
+                scheduled.grammar_bitmask_later = True
+            else:
+                scheduled.grammar_bitmask = self._grammar_bitmask(scheduled)
             if not scheduled.is_empty or scheduled.finished_request_ids:
                 self._in_flight.append(_InFlightStep(
                     scheduled, self.executor.execute_model(scheduled),
                     self.scheduler.placeholders and any(
                         self.scheduler.requests[item.request_id].needs_host_tokens
-                        for item in scheduled.scheduled if item.sample)))
+                        for item in scheduled.scheduled if item.sample), later))
                 launched = True
         if self._in_flight and (len(self._in_flight) > self.depth or not launched):
             outputs += self._finish_oldest()
@@ -152,11 +161,20 @@ class EngineCore:
             self.grammars.wait(0.05)  # only grammars being compiled can be waiting
         return outputs
 
-    def _grammar_bitmask(self, scheduled: SchedulerOutput) -> GrammarBitmask | None:
-        """The allowed tokens of the sampled requests with a grammar or a forced token."""
+    def _constrained(self, scheduled: SchedulerOutput) -> bool:
+        """Whether a request that samples in `scheduled` has a grammar or a thinking budget."""
         requests = self.scheduler.requests
-        sampled = [requests[item.request_id] for item in scheduled.scheduled if item.sample]
-        constrained = [r for r in sampled if r.grammar is not None]
+        return any(requests[item.request_id].grammar is not None
+                   or requests[item.request_id].thinking is not None
+                   for item in scheduled.scheduled if item.sample)
+
+    def _grammar_bitmask(self, scheduled: SchedulerOutput) -> GrammarBitmask | None:
+        """The allowed tokens of the sampled requests with a grammar or a forced token
+        (requests finished since they were scheduled have none: their token is dropped)."""
+        requests = self.scheduler.requests
+        sampled = [r for item in scheduled.scheduled if item.sample
+                   and (r := requests.get(item.request_id)) is not None and not r.is_finished]
+        constrained = [r for r in sampled if r.grammar is not None and not r.grammar.terminated]
         forced = {r.request_id: token for r in sampled
                   if (token := r.forced_token) is not None}
         if not constrained and not forced:
@@ -179,7 +197,12 @@ class EngineCore:
 
     def _finish_oldest(self) -> list[EngineCoreOutput]:
         step = self._in_flight.popleft()
-        return self.scheduler.update_from_output(step.scheduled, step.result.result())
+        outputs = self.scheduler.update_from_output(step.scheduled, step.result.result())
+        if self._in_flight and self._in_flight[0].awaits_bitmask:
+            following = self._in_flight[0]
+            following.awaits_bitmask = False
+            self.executor.provide_token_bitmask(self._grammar_bitmask(following.scheduled))
+        return outputs
 
     def stats(self) -> EngineStats:
         s = self.kv_cache.stats

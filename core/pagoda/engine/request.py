@@ -94,12 +94,10 @@ class Request:
     @property
     def needs_host_tokens(self) -> bool:
         """Whether sampling its next token needs its previous ones on the host (penalties,
-        bad words, a grammar's matcher, a thinking budget not yet ended), so no step may be
-        scheduled while one of its tokens is in flight."""
+        bad words), so no step may be scheduled while one of its tokens is in flight. (A
+        grammar's or a thinking budget's bitmask is not: it may come after the launch.)"""
         params = self.sampling_params
-        return params is not None and (params.has_penalties or bool(params.bad_words_token_ids)
-                                       or params.structured_outputs is not None
-                                       or (self.thinking is not None and not self.thinking.ended))
+        return params is not None and (params.has_penalties or bool(params.bad_words_token_ids))
 
     @property
     def forced_token(self) -> int | None:

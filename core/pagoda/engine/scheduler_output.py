@@ -51,7 +51,12 @@ class SchedulerOutput:
     finished_request_ids: list[str] = field(default_factory=list)
     """Requests finished, aborted or preempted since the last step: workers drop their state."""
     grammar_bitmask: GrammarBitmask | None = None
-    """The allowed next tokens of the sampled requests that have a grammar."""
+    """The allowed next tokens of the sampled requests that have a grammar (or a forced
+    token)."""
+    grammar_bitmask_later: bool = False
+    """The bitmask comes after launch, by `Executor.provide_token_bitmask`, once the step
+    in flight before this one has advanced the grammars; the runner issues the forward
+    and samples when it comes."""
 
     @property
     def num_tokens(self) -> int:

@@ -41,6 +41,12 @@ class Worker(ABC):
     def execute_model(self, scheduler_output: Any) -> Any:
         """Run one step; return sampled tokens (and logprobs) per request."""
 
+    def provide_token_bitmask(self, bitmask: Any) -> Any:
+        """The token bitmask of the launched step that awaits one
+        (`grammar_bitmask_later`): it samples now. Returns the step's result."""
+        raise NotImplementedError(f"{type(self).__name__} cannot sample with a token "
+                                  "bitmask that comes after the step's launch")
+
     def shutdown(self) -> None:
         """Release the device."""
 
@@ -68,6 +74,11 @@ class Executor(ABC):
     def execute_model(self, scheduler_output: Any) -> Any:
         """Run one step on all workers; the driver's (rank 0) output is the step's result."""
         return self.collective_rpc("execute_model", (scheduler_output,))[0]
+
+    def provide_token_bitmask(self, bitmask: Any) -> None:
+        """Hand the launched step that awaits its token bitmask (`grammar_bitmask_later`)
+        its bitmask; the future `execute_model` returned then resolves."""
+        self.collective_rpc("provide_token_bitmask", (bitmask,))
 
     def determine_num_kv_blocks(self) -> int:
         return min(self.collective_rpc("determine_num_kv_blocks"))

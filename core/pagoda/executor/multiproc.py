@@ -87,6 +87,10 @@ class MultiprocExecutor(Executor):
         self._send("execute_model", (scheduler_output,), None)
         return _StepReply(self)
 
+    def provide_token_bitmask(self, bitmask: Any) -> None:
+        # The answering rank replies to this instead of to the step's execute_model.
+        self._send("provide_token_bitmask", (bitmask,), None)
+
     def health_handles(self) -> list[Any]:
         return [p.sentinel for p in self.processes]
 

@@ -82,6 +82,8 @@ class RayExecutor(Executor):
         self._group = placement_group([{resource: 1}] * world_size, strategy="PACK")
         self.actors: list[Any] = []
         self._closing = False
+        self._awaiting: _StepReply | None = None
+        """The launched step that awaits its token bitmask."""
         self._death: str | None = None
         self._wake_reader, self._wake_writer = multiprocessing.Pipe(duplex=False)
         try:
@@ -116,8 +118,16 @@ class RayExecutor(Executor):
         return self._gather([a.call.remote(method, args, kwargs or {}) for a in self.actors])
 
     def execute_model(self, scheduler_output: SchedulerOutput) -> _StepReply:
-        return _StepReply(self, [a.execute_model.remote(scheduler_output)
-                                 for a in self.actors])
+        reply = _StepReply(self, [a.execute_model.remote(scheduler_output)
+                                  for a in self.actors])
+        if scheduler_output.grammar_bitmask_later:
+            self._awaiting = reply
+        return reply
+
+    def provide_token_bitmask(self, bitmask: Any) -> None:
+        reply, self._awaiting = self._awaiting, None
+        assert reply is not None, "no launched step awaits a token bitmask"
+        reply._refs = [a.provide_token_bitmask.remote(bitmask) for a in self.actors]
 
     def health_handles(self) -> list[Any]:
         return [self._wake_reader]

@@ -44,8 +44,16 @@ class RayWorker:
         return getattr(self.worker, method)(*args, **kwargs)
 
     def execute_model(self, scheduler_output: Any) -> Any:
-        """Every rank resolves its step (request states stay equal); one answers."""
-        result = self.worker.execute_model(scheduler_output).result()
+        """Every rank resolves its step (request states stay equal); one answers. A step
+        that awaits its token bitmask is resolved at `provide_token_bitmask`."""
+        result = self.worker.execute_model(scheduler_output)
+        if getattr(result, "awaits_bitmask", False):
+            return None
+        output = result.result()
+        return output if self.answers_steps else None
+
+    def provide_token_bitmask(self, bitmask: Any) -> Any:
+        result = self.worker.provide_token_bitmask(bitmask).result()
         return result if self.answers_steps else None
 
     def wait_until_stopped(self) -> None:

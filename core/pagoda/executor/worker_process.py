@@ -3,7 +3,8 @@
 Over its pipe the worker receives pickled calls `(method, args, kwargs)` (None to stop)
 and answers each with the method's result, except steps: every rank runs
 `execute_model` and resolves its result (so that all ranks' request states stay equal),
-and one rank (`answering_rank`) alone answers with it. A call that raises sends `WorkerFailed` and ends the
+and one rank (`answering_rank`) alone answers with it; a step that awaits its token
+bitmask is resolved and answered at the `provide_token_bitmask` that follows. A call that raises sends `WorkerFailed` and ends the
 process: a worker never lingers in a state the others cannot know.
 """
 
@@ -20,6 +21,9 @@ from typing import Any
 
 from pagoda import logs
 from pagoda.plugins.lazy import load_target
+
+STEP_METHODS = ("execute_model", "provide_token_bitmask")
+"""Calls whose result is a step's: resolved by every rank, answered by one."""
 
 
 def answering_rank(config: Any) -> int:
@@ -51,7 +55,9 @@ def run_worker(conn: Connection, worker_cls: str | type, config: Any, rank: int,
         while (message := pickle.loads(conn.recv_bytes())) is not None:
             method, args, kwargs = message
             result = getattr(worker, method)(*args, **kwargs)
-            if method == "execute_model":
+            if method in STEP_METHODS:
+                if getattr(result, "awaits_bitmask", False):
+                    continue  # it samples, and answers, at provide_token_bitmask
                 result = result.result()
                 if not answers_steps:
                     continue

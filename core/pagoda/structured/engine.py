@@ -8,10 +8,10 @@ so an engine that never sees a structured request never loads it.
 A request's matcher advances exactly when the scheduler appends a token to the request's
 output, so it always stands after the request's known output: a preempted request keeps
 its matcher (its recomputed prompt and output are already accepted), and a token dropped
-because it was sampled for a request preempted since never reaches it. Structured
-requests need their tokens on the host before their next step is scheduled
-(`Request.needs_host_tokens`), so no step is scheduled for them while one of their
-tokens is in flight, and each step's bitmask is filled from an up-to-date matcher.
+because it was sampled for a request preempted since never reaches it. A step's bitmask
+is filled from up-to-date matchers: at once when no step is in flight, else once the step
+in flight has been read back and its tokens accepted (the step itself was launched
+without it and samples when it comes; see `pagoda.engine.core`).
 """
 
 from __future__ import annotations

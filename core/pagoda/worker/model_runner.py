@@ -7,6 +7,10 @@ A token still in flight from the previous step (the scheduler's placeholder) is 
 from that step's sampled ids on the device. Under pipeline parallelism only the last
 stage computes logits and samples.
 
+A step scheduled while the previous one is in flight may get its grammars' token bitmask
+later (`grammar_bitmask_later`): its forward is issued at once and its sampling waits for
+`provide_token_bitmask`, so the host fills the bitmask while the device runs the forward.
+
 Where platforms differ, the runner asks the platform (beside what `StepRunner` asks): what
 to do once the step is issued (`after_forward`) and whether to sample on the host
 (`samples_on_host`).
@@ -22,13 +26,15 @@ from torch import nn
 
 from pagoda.attention.backend import AttentionMetadataBuilder
 from pagoda.engine.request import PLACEHOLDER_TOKEN_ID
-from pagoda.engine.scheduler_output import SchedulerOutput
+from pagoda.engine.scheduler_output import ScheduledRequest, SchedulerOutput, StepResult
 from pagoda.platforms.platform import Platform
 from pagoda.platforms.step_padding import StepPadding
 from pagoda.sample import Sampler, SamplingState, compute_prompt_logprobs
+from pagoda.structured.engine import GrammarBitmask
 from pagoda.worker.decode_graphs import DecodeGraphs
 from pagoda.worker.step_inputs import StepInputs, build_step_inputs
 from pagoda.worker.step_result import (
+    AwaitingBitmask,
     PendingStepOutput,
     PromptLogprobRows,
     SampledRow,
@@ -68,6 +74,8 @@ class ModelRunner(StepRunner):
         """The previous step's sampled ids, on the device."""
         self._last_rows: dict[str, int] = {}
         """Request id -> its row in `_last_sampled`."""
+        self._awaiting: AwaitingBitmask | None = None
+        """The launched step that samples once its token bitmask comes."""
 
     def _update_states(self, step: SchedulerOutput) -> None:
         for request_id in step.finished_request_ids:
@@ -132,16 +140,21 @@ class ModelRunner(StepRunner):
         return logits.to(self.sample_device)[:n]
 
     @staticmethod
-    def _token_bitmask(step: SchedulerOutput,
-                       rows: list[SampledRow]) -> tuple[list[int], torch.Tensor] | None:
-        """The step's grammar bitmask with the sampler's row of each of its requests."""
-        grammars = step.grammar_bitmask
+    def _token_bitmask(grammars: GrammarBitmask | None, rows: list[SampledRow],
+                       pinned: bool) -> tuple[list[int], torch.Tensor] | None:
+        """The step's grammar bitmask with the sampler's row of each of its requests; with
+        `pinned`, staged in pinned memory so that its copy to the device does not wait for
+        the work queued before it (a forward still running)."""
         if grammars is None:
             return None
         index = {row.request_id: i for i, row in enumerate(rows)}
-        return [index[r] for r in grammars.request_ids], grammars.bitmask
+        bitmask = grammars.bitmask
+        if pinned:
+            bitmask = torch.empty(bitmask.shape, dtype=bitmask.dtype,
+                                  pin_memory=True).copy_(bitmask)
+        return [index[r] for r in grammars.request_ids], bitmask
 
-    def _execute(self, step: SchedulerOutput) -> PendingStepOutput:
+    def _execute(self, step: SchedulerOutput) -> PendingStepOutput | AwaitingBitmask:
         self._update_states(step)
         if step.is_empty:
             return PendingStepOutput([], None, None)
@@ -155,7 +168,25 @@ class ModelRunner(StepRunner):
                     if item.sample]
         logits = self._gather_logits(hidden, [row for _, row in sampling]) if sampling else None
         self.platform.after_forward()
+        if step.grammar_bitmask_later:
+            self._awaiting = AwaitingBitmask(lambda bitmask: self._sample(
+                step, inputs, hidden, sampling, logits, bitmask))
+            return self._awaiting
+        return self._sample(step, inputs, hidden, sampling, logits, step.grammar_bitmask)
 
+    def provide_token_bitmask(self, bitmask: GrammarBitmask | None) -> StepResult:
+        """The bitmask the launched step (`grammar_bitmask_later`) samples with; it samples
+        now. The step's result, or an empty one on a stage that does not sample."""
+        awaiting, self._awaiting = self._awaiting, None
+        if awaiting is None:
+            return PendingStepOutput([], None, None)
+        grad_mode = torch.inference_mode if self.platform.uses_inference_mode else torch.no_grad
+        with grad_mode():
+            return awaiting.provide(bitmask)
+
+    def _sample(self, step: SchedulerOutput, inputs: StepInputs, hidden: torch.Tensor,
+                sampling: list[tuple[ScheduledRequest, int]], logits: torch.Tensor | None,
+                bitmask: GrammarBitmask | None) -> PendingStepOutput:
         pinned = self.platform.executes_asynchronously
         rows, sampled, logprobs = [], None, None
         if logits is not None:
@@ -163,7 +194,7 @@ class ModelRunner(StepRunner):
                 state = self.states[item.request_id]
                 rows.append(SampledRow(item.request_id, state, len(state.output_token_ids)))
             out = self.sampler(self._to_sampler(logits, len(rows)), [row.state for row in rows],
-                               self._token_bitmask(step, rows))
+                               self._token_bitmask(bitmask, rows, pinned))
             for row in rows:  # seeded draws and min_tokens count the token being sampled
                 row.state.output_token_ids.append(PLACEHOLDER_TOKEN_ID)
             self._last_sampled = out.sampled_token_ids

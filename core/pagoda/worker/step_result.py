@@ -3,13 +3,18 @@ only when the engine asks."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import torch
 
 from pagoda.engine.scheduler_output import ModelRunnerOutput
 from pagoda.outputs import TokenLogprobs
 from pagoda.sample import LogprobsTensors, SamplingState
+
+if TYPE_CHECKING:
+    from pagoda.structured.engine import GrammarBitmask
 
 
 def copy_to_host(tensor: torch.Tensor, pinned: bool) -> torch.Tensor:
@@ -102,3 +107,24 @@ class PendingPooledOutput:
             out.pooled[request_id] = values[start : start + length]
             start += length
         return out
+
+
+class AwaitingBitmask:
+    """A launched step whose forward is issued and whose sampling waits for its token
+    bitmask (`provide`), computed once the previous step's tokens have advanced the
+    grammars: the bitmask's host work overlaps the forward."""
+
+    awaits_bitmask = True
+
+    def __init__(self, sample: Callable[[GrammarBitmask | None], PendingStepOutput]):
+        self._sample = sample
+        self._pending: PendingStepOutput | None = None
+
+    def provide(self, bitmask: GrammarBitmask | None) -> PendingStepOutput:
+        self._pending = self._sample(bitmask)
+        return self._pending
+
+    def result(self) -> ModelRunnerOutput:
+        if self._pending is None:
+            raise RuntimeError("a step's result was read before its token bitmask came")
+        return self._pending.result()

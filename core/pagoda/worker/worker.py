@@ -30,6 +30,7 @@ from pagoda.platforms import resolve_platform
 from pagoda.platforms.platform import MemoryInfo, budget_within_utilization
 from pagoda.platforms.step_padding import StepShape
 from pagoda.quant.selector import select_quant_method
+from pagoda.structured.engine import GrammarBitmask
 from pagoda.worker.decode_graphs import DecodeGraphs, default_capture_sizes
 from pagoda.worker.model_loading import attention_shape, attention_soft_cap, build_model
 from pagoda.worker.model_runner import ModelRunner
@@ -199,6 +200,11 @@ class Worker(WorkerBase):
     def execute_model(self, scheduler_output: SchedulerOutput) -> ModelRunnerOutput:
         assert self.runner is not None, "initialize_cache() must run before execute_model()"
         return self.runner.execute_model(scheduler_output)
+
+    def provide_token_bitmask(self, bitmask: GrammarBitmask | None) -> Any:
+        """The token bitmask of the launched step that awaits one; it samples now."""
+        assert isinstance(self.runner, ModelRunner), "only generating models have grammars"
+        return self.runner.provide_token_bitmask(bitmask)
 
     def describe(self) -> dict[str, Any]:
         return {
