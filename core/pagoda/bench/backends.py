@@ -27,7 +27,7 @@ class RunResult:
 
 BENCH_SCHEMA = {
     "type": "object",
-    "properties": {"records": {"type": "array", "items": {
+    "properties": {"records": {"type": "array", "minItems": 32, "items": {
         "type": "object",
         "properties": {"id": {"type": "integer"}, "name": {"type": "string"},
                        "score": {"type": "number", "minimum": 0, "maximum": 100},
@@ -35,8 +35,9 @@ BENCH_SCHEMA = {
         "required": ["id", "name", "score", "tags"]}}},
     "required": ["records"],
 }
-"""`--structured-output json-schema`: nested, with numbers, strings, enums and arrays
-that let an output run long."""
+"""`--structured-output json-schema`: nested, with numbers, strings, enums and arrays; at
+least 32 records, so that no output can end before a few hundred tokens and runs with and
+without the schema generate the same number of tokens."""
 
 
 class PagodaBackend:
