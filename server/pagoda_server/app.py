@@ -7,7 +7,7 @@ from fastapi import FastAPI
 import pagoda_server
 from pagoda.frontend.async_llm import AsyncLLM
 from pagoda_server.auth import APIKeyMiddleware
-from pagoda_server.config import ChatConfig
+from pagoda_server.config import ChatFormatConfig
 from pagoda_server.conversation import ChatFormat
 from pagoda_server.errors import install_error_handlers
 from pagoda_server.handlers import (
@@ -24,12 +24,12 @@ from pagoda_server.state import ServerState
 
 
 def build_app(engine: AsyncLLM, api_keys: list[str],
-              chat_config: ChatConfig | None = None) -> FastAPI:
+              chat_format_config: ChatFormatConfig | None = None) -> FastAPI:
     """The app serving `engine` under its served model names; with `api_keys`, every
-    non-public route needs one of them. `chat_config`: the model's tool-call and reasoning
+    non-public route needs one of them. `chat_format_config`: the model's tool-call and reasoning
     formats (ValueError naming the option for an unknown one)."""
     app = FastAPI(title="Pagoda", version=pagoda_server.__version__)
-    chat_format = ChatFormat(engine.tokenizer, chat_config or ChatConfig())
+    chat_format = ChatFormat(engine.tokenizer, chat_format_config or ChatFormatConfig())
     app.state.pagoda = ServerState(engine, ServerMetrics(engine), chat_format)
     install_error_handlers(app)
     app.add_middleware(APIKeyMiddleware, keys=api_keys)

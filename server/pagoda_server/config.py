@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import os
 from dataclasses import dataclass, field
 from typing import Literal
@@ -34,7 +35,7 @@ class ServerConfig:
 
 
 @dataclass
-class ChatConfig:
+class ChatFormatConfig:
     """How chat requests and replies map to the model's own formats."""
 
     tool_call_parser: str = "auto"
@@ -44,3 +45,25 @@ class ChatConfig:
     reasoning_parser: str | None = None
     """The model thinks in tags before it answers: qwen3 or deepseek_r1 (`<think>`); the
     thinking goes to `reasoning_content` (OpenAI) or thinking blocks (Anthropic)."""
+
+    def __post_init__(self) -> None:
+        from pagoda.reasoning import REASONING_PARSERS
+        from pagoda.tools.parsers import TOOL_PARSERS
+
+        tool_parsers = ["auto", "none", *TOOL_PARSERS]
+        if self.tool_call_parser not in tool_parsers:
+            raise ValueError(f"tool_call_parser must be one of {', '.join(tool_parsers)}, "
+                             f"got {self.tool_call_parser!r}")
+        if self.reasoning_parser is not None and self.reasoning_parser not in REASONING_PARSERS:
+            raise ValueError(f"reasoning_parser must be one of "
+                             f"{', '.join(REASONING_PARSERS)}, got {self.reasoning_parser!r}")
+
+
+def chat_format_config(args: argparse.Namespace) -> ChatFormatConfig:
+    """The ChatFormatConfig of parsed options; an invalid one exits with the command's error."""
+    from pagoda.cli.dataclass_args import dataclass_from_args
+
+    try:
+        return dataclass_from_args(ChatFormatConfig, args)
+    except ValueError as exc:
+        raise SystemExit(f"pagoda {args.command}: error: {exc}") from None

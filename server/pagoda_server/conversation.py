@@ -20,7 +20,7 @@ from pagoda.reasoning import ReasoningParser, reasoning_parser
 from pagoda.structured import StructuredOutputsParams
 from pagoda.tools import FunctionTool, ToolCall
 from pagoda.tools.parsers import ToolParser, detect_tool_parser, tool_parser
-from pagoda_server.config import ChatConfig
+from pagoda_server.config import ChatFormatConfig
 from pagoda_server.errors import bad_request
 from pagoda_server.replies import ReplyFormat
 
@@ -64,7 +64,7 @@ def _arguments(call: ToolCall) -> Any:
 class ChatFormat:
     """The served model's conversation formats."""
 
-    def __init__(self, tokenizer: Any, config: ChatConfig):
+    def __init__(self, tokenizer: Any, config: ChatFormatConfig):
         self.tokenizer = tokenizer
         self.reasoning: ReasoningParser | None = (
             reasoning_parser(config.reasoning_parser) if config.reasoning_parser else None)

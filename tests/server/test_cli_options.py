@@ -16,7 +16,7 @@ from pagoda_server.cli.chat import ChatConfig
 from pagoda_server.cli.client import ClientConfig
 from pagoda_server.cli.complete import CompleteConfig
 from pagoda_server.cli.run_batch import RunBatchConfig
-from pagoda_server.config import ServerConfig
+from pagoda_server.config import ChatFormatConfig, ServerConfig
 
 CLIENT = (["--url", "http://h:1", "--api-key", "k", "--model", "m"],
           ClientConfig("http://h:1", "k", "m"))
@@ -25,11 +25,15 @@ WORKLOAD = ["--input-len", "3", "--output-len", "4", "--range-ratio", "0.5",
 # command words, its options (every field other than its default), what they parse to
 CASES = {
     "serve": (["serve", "--host", "0.0.0.0", "--port", "9000", "--api-key", "k1",
-               "--api-key", "k2", "--log-level", "debug"],
-              [ServerConfig("0.0.0.0", 9000, ["k1", "k2"], "debug")]),
+               "--api-key", "k2", "--log-level", "debug", "--tool-call-parser", "mistral",
+               "--reasoning-parser", "qwen3"],
+              [ServerConfig("0.0.0.0", 9000, ["k1", "k2"], "debug"),
+               ChatFormatConfig("mistral", "qwen3")]),
     "run-batch": (["run-batch", "-i", "in.jsonl", "--output-file", "out.jsonl",
-                   "--max-concurrency", "3"],
-                  [RunBatchConfig("in.jsonl", "out.jsonl", 3)]),
+                   "--max-concurrency", "3", "--tool-call-parser", "none",
+                   "--reasoning-parser", "deepseek_r1"],
+                  [RunBatchConfig("in.jsonl", "out.jsonl", 3),
+                   ChatFormatConfig("none", "deepseek_r1")]),
     "bench throughput": (["bench", "throughput", *WORKLOAD, "--backend", "pagoda,hf",
                           "--temperature", "0.5", "--hf-batch-size", "2", "--structured-output",
                           "json-schema", "--num-prompts", "5"],
@@ -79,3 +83,13 @@ def test_api_keys_from_flags_and_environment(monkeypatch) -> None:
     monkeypatch.setenv("PAGODA_API_KEY", "e1, e2")
     assert ServerConfig(api_key=["k"]).accepted_api_keys() == ["k", "e1", "e2"]
     assert ClientConfig().key() == "e1" and ClientConfig(api_key="k").key() == "k"
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["serve", "--tool-call-parser", "xml"], "tool_call_parser must be one of auto, none"),
+    (["run-batch", "-i", "a", "-o", "b", "--reasoning-parser", "r2"],
+     "reasoning_parser must be one of"),
+])
+def test_unknown_parsers_fail_before_anything_loads(argv, message, capsys) -> None:
+    with pytest.raises(SystemExit, match=message):
+        main(argv)

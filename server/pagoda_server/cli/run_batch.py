@@ -21,7 +21,7 @@ from tqdm.auto import tqdm
 from pagoda.cli.dataclass_args import add_dataclass_arguments, dataclass_from_args
 from pagoda.cli.engine_args import add_engine_arguments, engine_config
 from pagoda_server import event_loop
-from pagoda_server.config import ChatConfig
+from pagoda_server.config import ChatFormatConfig, chat_format_config
 from pagoda_server.protocol.batch import BatchLine
 
 if TYPE_CHECKING:
@@ -43,7 +43,7 @@ class RunBatchConfig:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_engine_arguments(parser)
     add_dataclass_arguments(parser, RunBatchConfig)
-    add_dataclass_arguments(parser, ChatConfig)
+    add_dataclass_arguments(parser, ChatFormatConfig)
 
 
 def _result(custom_id: str | None, response: dict[str, Any] | None = None,
@@ -76,7 +76,7 @@ async def _execute(client: httpx.AsyncClient, number: int, text: str) -> dict[st
                                     "body": response.json()})
 
 
-async def _run(config: EngineConfig, batch: RunBatchConfig, chat: ChatConfig,
+async def _run(config: EngineConfig, batch: RunBatchConfig, chat: ChatFormatConfig,
                lines: list[tuple[int, str]]) -> list[dict[str, Any]]:
     # The engine and the app load torch: only when running, not for --help.
     from pagoda.frontend.async_llm import AsyncLLM
@@ -84,7 +84,7 @@ async def _run(config: EngineConfig, batch: RunBatchConfig, chat: ChatConfig,
 
     engine = AsyncLLM(config)
     try:
-        app = build_app(engine, api_keys=[], chat_config=chat)
+        app = build_app(engine, api_keys=[], chat_format_config=chat)
         limit = asyncio.Semaphore(batch.max_concurrency or config.scheduler.max_num_seqs)
         bar = tqdm(total=len(lines), desc="Running batch", unit="req")
         transport = httpx.ASGITransport(app=app)
@@ -104,9 +104,12 @@ async def _run(config: EngineConfig, batch: RunBatchConfig, chat: ChatConfig,
 
 def run(args: argparse.Namespace) -> int:
     config, batch = engine_config(args), dataclass_from_args(RunBatchConfig, args)
-    with open(batch.input_file) as f:
-        lines = [(n, t) for n, t in enumerate(f, start=1) if t.strip()]
-    chat = dataclass_from_args(ChatConfig, args)
+    chat = chat_format_config(args)
+    try:
+        with open(batch.input_file) as f:
+            lines = [(n, t) for n, t in enumerate(f, start=1) if t.strip()]
+    except OSError as exc:
+        raise SystemExit(f"pagoda run-batch: error: cannot read --input-file: {exc}") from None
     results = event_loop.run(_run(config, batch, chat, lines))
     with open(batch.output_file, "w") as f:
         for result in results:

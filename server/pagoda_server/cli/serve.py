@@ -12,7 +12,7 @@ from pagoda.cli.dataclass_args import add_dataclass_arguments, dataclass_from_ar
 from pagoda.cli.engine_args import add_engine_arguments, engine_config
 from pagoda.plugins import get_registries
 from pagoda_server import __version__, event_loop
-from pagoda_server.config import ChatConfig, ServerConfig
+from pagoda_server.config import ChatFormatConfig, ServerConfig, chat_format_config
 
 if TYPE_CHECKING:  # the engine and the app load torch: only when serving, not for --help
     from pagoda.config import EngineConfig, ParallelConfig
@@ -22,7 +22,7 @@ if TYPE_CHECKING:  # the engine and the app load torch: only when serving, not f
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_engine_arguments(parser)
     add_dataclass_arguments(parser, ServerConfig)
-    add_dataclass_arguments(parser, ChatConfig)
+    add_dataclass_arguments(parser, ChatFormatConfig)
 
 
 def _plugin_of(platform: str) -> str:
@@ -87,7 +87,7 @@ def _url(host: str, port: int) -> str:
     return f"http://{host}:{port}"
 
 
-async def _serve(config: EngineConfig, server: ServerConfig, chat: ChatConfig) -> None:
+async def _serve(config: EngineConfig, server: ServerConfig, chat: ChatFormatConfig) -> None:
     import uvicorn
 
     from pagoda.frontend.async_llm import AsyncLLM
@@ -114,7 +114,7 @@ async def _serve(config: EngineConfig, server: ServerConfig, chat: ChatConfig) -
 
 def run(args: argparse.Namespace) -> int:
     config, server = engine_config(args), dataclass_from_args(ServerConfig, args)
-    chat = dataclass_from_args(ChatConfig, args)
+    chat = chat_format_config(args)
     logging.getLogger().setLevel(server.log_level.upper())
     with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C: uvicorn has shut down cleanly
         event_loop.run(_serve(config, server, chat))
