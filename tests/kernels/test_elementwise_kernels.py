@@ -1,5 +1,6 @@
-"""The Triton norm, activation, rotary and KV-cache write kernels match core's references,
-on the conformance kit's cases and on the strided views the model layers pass them."""
+"""The Triton norm, activation, rotary, token-bitmask and KV-cache write kernels match
+core's references, on the conformance kit's cases and on the strided views the model layers
+pass them."""
 
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ from pagoda.kernels import triton as kernels  # noqa: E402
 from pagoda.ops import reference  # noqa: E402
 from pagoda.testing import DTYPES, TOLERANCES, check_op, dtype_name  # noqa: E402
 
-OPS = ("rms_norm", "fused_add_rms_norm", "silu_and_mul", "gelu_and_mul", "rotary_embedding")
+OPS = ("rms_norm", "fused_add_rms_norm", "silu_and_mul", "gelu_and_mul", "rotary_embedding",
+       "apply_token_bitmask")
 
 # (tokens, kv_heads, head_size, num_blocks, block_size, padding tokens)
 CACHE_SHAPES = ((1, 1, 64, 2, 16, 0), (37, 2, 80, 6, 16, 5), (20, 8, 128, 9, 5, 3),

@@ -101,8 +101,9 @@ class SamplingBatch:
     logit_bias: TokenEntries | None
     penalties: Penalties | None
     max_num_logprobs: int | None  # largest `logprobs` asked for, None when none
-    token_bitmask: tuple[Tensor, Tensor] | None = None
-    """(rows [R], bitmask [R, W] int32): grammars' allowed tokens (`apply_token_bitmask`)."""
+    token_bitmask: tuple[Tensor | None, Tensor] | None = None
+    """(rows [R], bitmask [R, W] int32): grammars' allowed tokens (`apply_token_bitmask`);
+    rows None: every row, in order."""
 
     @property
     def needs_processing(self) -> bool:
@@ -153,7 +154,8 @@ class SamplingBatch:
                 states, [i for i, s in enumerate(states) if s.penalties], token_counts),
             max_num_logprobs=max(logprobs) if logprobs else None,
             token_bitmask=None if token_bitmask is None else (
-                _tensor(token_bitmask[0], torch.int64, device),
+                None if token_bitmask[0] == list(range(len(states)))
+                else _tensor(token_bitmask[0], torch.int64, device),
                 token_bitmask[1].to(device, non_blocking=True)),
         )
 

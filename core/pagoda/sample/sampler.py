@@ -68,7 +68,10 @@ class Sampler:
             logits = logits.to(torch.float32, copy=True)
             if batch.token_bitmask is not None:  # first: the grammar's tokens are the choice
                 rows, bitmask = batch.token_bitmask
-                logits[rows] = self._apply_token_bitmask(logits[rows], bitmask)
+                if rows is None:  # every row: no gather and scatter
+                    logits = self._apply_token_bitmask(logits, bitmask)
+                else:
+                    logits[rows] = self._apply_token_bitmask(logits[rows], bitmask)
             apply_logits_processors(logits, batch)
         sampled = logits.argmax(dim=-1) if batch.all_greedy else self._random(logits, batch)
         logprobs = None

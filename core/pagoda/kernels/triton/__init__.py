@@ -8,6 +8,7 @@ small sizes. They accumulate in float32 and never load out of bounds.
 
 from pagoda.kernels.triton.activation import gelu_and_mul, silu_and_mul
 from pagoda.kernels.triton.attention import num_kv_splits, paged_attention
+from pagoda.kernels.triton.bitmask import apply_token_bitmask
 from pagoda.kernels.triton.gemv import linear, linear_with
 from pagoda.kernels.triton.kv_cache import write_kv_cache
 from pagoda.kernels.triton.moe import fused_moe
@@ -17,6 +18,7 @@ from pagoda.kernels.triton.rotary import rotary_embedding
 from pagoda.kernels.triton.sampling import sample_from_logits
 
 __all__ = [
+    "apply_token_bitmask",
     "fp8_linear",
     "fused_add_rms_norm",
     "fused_moe",
