@@ -90,7 +90,7 @@ class ChatFormat:
         return self.tokenizer.apply_chat_template(messages, tokenize=False, **kwargs)
 
     def describe(self) -> str:
-        """For the start-up banner, e.g. "hermes (in a system prompt), reasoning qwen3"."""
+        """For the start-up banner, e.g. "hermes (told in a system prompt); reasoning qwen3"."""
         if self.tools is None:
             text = "off"
         else:
