@@ -46,6 +46,9 @@ class RequestOutput:
     """Per prompt position; the first is None (nothing predicts it)."""
     num_cached_tokens: int = 0
     metrics: dict[str, float] = field(default_factory=dict)
+    """Times (arrival_time, first_token_time, last_token_time: time.monotonic()); with
+    speculative decoding, spec_draft_tokens and spec_accepted_tokens (all completions
+    together) once drafts were proposed for it."""
 
 
 @dataclass
@@ -105,3 +108,7 @@ class EngineStats:
     prefix_cache_queries: int
     prefix_cache_hits: int
     num_preemptions: int
+    spec_draft_tokens: int = 0
+    """Draft tokens proposed since start-up (speculative decoding)."""
+    spec_accepted_tokens: int = 0
+    """Of those, the ones accepted."""

@@ -19,6 +19,7 @@ from pagoda.config import (
     ParallelConfig,
     PoolerConfig,
     SchedulerConfig,
+    SpeculativeConfig,
 )
 from pagoda.config.fields import field_docs, flat_fields, flat_values, from_flat
 from pagoda.platforms.selection import DeviceError
@@ -40,7 +41,7 @@ NON_DEFAULTS: dict[str, tuple[object, list[str]]] = {
     "generation_config": ("pagoda", ["--generation-config", "pagoda"]),
     "chat_template": (TEMPLATE, ["--chat-template", TEMPLATE]),
     "quantization": ("gguf", ["--quantization", "gguf"]),
-    "runner": ("pooling", ["--runner", "pooling"]),
+    "runner": ("generate", ["--runner", "generate"]),
     "model_impl": ("transformers", ["--model-impl", "transformers"]),
     "block_size": (32, ["--block-size", "32"]),
     "kv_cache_memory": (2 * 2**30, ["--kv-cache-memory", "2GiB"]),
@@ -60,6 +61,10 @@ NON_DEFAULTS: dict[str, tuple[object, list[str]]] = {
     "enable_expert_parallel": (True, ["--enable-expert-parallel"]),
     "pooling": ("cls", ["--pooling", "cls"]),
     "normalize_embeddings": (False, ["--no-normalize-embeddings"]),
+    "speculative_method": ("ngram", ["--speculative-method", "ngram"]),
+    "num_speculative_tokens": (5, ["--num-speculative-tokens", "5"]),
+    "prompt_lookup_min": (2, ["--prompt-lookup-min", "2"]),
+    "prompt_lookup_max": (6, ["--prompt-lookup-max", "6"]),
     "device": ("template", ["--device", "template"]),
     "attention_backend": ("reference", ["--attention-backend", "reference"]),
     "distributed_executor_backend": ("mp", ["--distributed-executor-backend", "mp"]),
@@ -77,10 +82,11 @@ ENGINE_COMMANDS = {
 
 
 def test_every_field_has_a_unique_flat_name_and_a_non_default_here() -> None:
-    sections = (ModelConfig, CacheConfig, SchedulerConfig, ParallelConfig, PoolerConfig)
+    sections = (ModelConfig, CacheConfig, SchedulerConfig, ParallelConfig, PoolerConfig,
+                SpeculativeConfig)
     leaves = [f.name for c in sections for f in dataclasses.fields(c)] + [
         f.name for f in dataclasses.fields(EngineConfig)
-        if f.name not in ("model", "cache", "scheduler", "parallel", "pooler")]
+        if f.name not in ("model", "cache", "scheduler", "parallel", "pooler", "speculative")]
     assert len(set(leaves)) == len(leaves) == len(flat_fields(EngineConfig))
     assert list(NON_DEFAULTS) == list(flat_fields(EngineConfig))
     defaults = flat_values(EngineConfig())

@@ -34,7 +34,8 @@ def test_every_engine_option_is_an_llm_keyword(model_dir: Path, tmp_path: Path) 
         "max_num_seqs": 4, "max_num_batched_tokens": 64, "scheduling_policy": "priority",
         "enable_chunked_prefill": False, "async_scheduling": False, "tensor_parallel_size": 1, "pipeline_parallel_size": 1,
         "data_parallel_size": 1, "enable_expert_parallel": False, "pooling": None,
-        "normalize_embeddings": None,
+        "normalize_embeddings": None, "speculative_method": "ngram",
+        "num_speculative_tokens": 2, "prompt_lookup_min": 1, "prompt_lookup_max": 3,
         "device": "cpu", "attention_backend": "cpu_sdpa", "distributed_executor_backend": "uniproc",
         "enforce_eager": True, "graph_batch_sizes": [1, 2],
     }

@@ -7,7 +7,8 @@ from pagoda.config.engine_config import (
     ParallelConfig,
     PoolerConfig,
     SchedulerConfig,
+    SpeculativeConfig,
 )
 
 __all__ = ["CacheConfig", "EngineConfig", "ModelConfig", "ParallelConfig", "PoolerConfig",
-           "SchedulerConfig"]
+           "SchedulerConfig", "SpeculativeConfig"]

@@ -271,6 +271,34 @@ class ParallelConfig:
 
 
 @dataclass
+class SpeculativeConfig:
+    """Speculative decoding: tokens proposed cheaply, then verified in one step of the
+    model, so a request may gain several tokens a step; outputs are distributed as without
+    it (greedy ones are the same tokens)."""
+
+    speculative_method: Literal["ngram"] | None = None
+    """ngram: propose the tokens that followed the latest earlier occurrence of the
+    request's last n tokens in its prompt and output (prompt lookup); None: off. Requests
+    with a grammar, a thinking budget, penalties, bad words or logprobs do not speculate."""
+    num_speculative_tokens: int = 3
+    """Tokens proposed (and verified) per request and step."""
+    prompt_lookup_min: int = 1
+    """Shortest n-gram looked up (ngram)."""
+    prompt_lookup_max: int = 4
+    """Longest n-gram looked up, tried first (ngram)."""
+
+    def __post_init__(self) -> None:
+        check_choices(self)
+        if self.num_speculative_tokens < 1:
+            raise ValueError(f"num_speculative_tokens must be >= 1, got "
+                             f"{self.num_speculative_tokens}")
+        if not 1 <= self.prompt_lookup_min <= self.prompt_lookup_max:
+            raise ValueError(f"prompt_lookup_min and prompt_lookup_max must satisfy 1 <= "
+                             f"min <= max, got {self.prompt_lookup_min} and "
+                             f"{self.prompt_lookup_max}")
+
+
+@dataclass
 class EngineConfig:
     """Everything an engine needs to know before it loads; its leaf fields are the options
     of `LLM(...)` and of the commands that build an engine."""
@@ -280,6 +308,7 @@ class EngineConfig:
     scheduler: SchedulerConfig = field(default_factory=SchedulerConfig)
     parallel: ParallelConfig = field(default_factory=ParallelConfig)
     pooler: PoolerConfig = field(default_factory=PoolerConfig)
+    speculative: SpeculativeConfig = field(default_factory=SpeculativeConfig)
     device: str | None = None
     """Platform name or auto (the best usable one); None: PAGODA_DEVICE, else auto. Holds
     the chosen platform's name once the config is built."""
@@ -301,6 +330,9 @@ class EngineConfig:
         ):
             raise ValueError(f"graph_batch_sizes must be positive integers, got "
                              f"{self.graph_batch_sizes}")
+        if self.speculative.speculative_method is not None and self.model.runner == "pooling":
+            raise ValueError("speculative_method: a pooling model (runner pooling) generates "
+                             "no tokens to speculate on")
         self.device = choose_device(self.device, get_registries())
 
     @classmethod

@@ -14,6 +14,10 @@ scheduled requests that sample (and the forced tokens of spent thinking budgets)
 travels with the step when nothing is in flight; else the step is launched without it
 (`grammar_bitmask_later`: the forward runs) and gets it once the step before has been
 read back and has advanced the matchers, so that the host fills it during the forward.
+
+Speculative decoding (`SpeculativeConfig`): the scheduler proposes drafts for the requests
+whose parameters allow it (`pagoda.spec.can_speculate`); their steps are read back before
+the next is scheduled, since drafts are proposed from their tokens.
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ from pagoda.outputs import EngineStats
 from pagoda.platforms import resolve_platform
 from pagoda.plugins.lazy import load_target
 from pagoda.plugins.manager import get_registries, warn_about_failed_plugins
+from pagoda.spec import NgramProposer, can_speculate
 from pagoda.structured.engine import GrammarBitmask, Grammars
 
 logger = logging.getLogger(__name__)
@@ -86,8 +91,14 @@ class EngineCore:
         stages = config.parallel.pipeline_parallel_size
         # Pipeline stages take a step each: a request waits for its token before its next
         # step (the first stage never holds the last stage's tokens).
+        spec = config.speculative
+        if spec.speculative_method is not None and described["runner"] == "pooling":
+            raise ValueError("speculative_method: the model pools (a pooling model generates "
+                             "no tokens to speculate on)")
+        self.proposer = None if spec.speculative_method is None else NgramProposer(
+            spec.num_speculative_tokens, spec.prompt_lookup_min, spec.prompt_lookup_max)
         self.scheduler = Scheduler(scheduler_config, self.kv_cache, max_model_len,
-                                   stages=stages)
+                                   stages=stages, proposer=self.proposer)
         overlap = config.scheduler.async_scheduling
         if overlap and not platform.supports_async_scheduling:
             raise ValueError(f"async_scheduling: platform {platform.name!r} cannot overlap "
@@ -124,6 +135,7 @@ class EngineCore:
         if params is not None and params.thinking_budget is not None:
             request.thinking = ThinkingBudget(params.thinking_budget,
                                               params.thinking_end_token_ids)
+        request.speculative = self.proposer is not None and can_speculate(params)
         self.scheduler.add_request(request)
 
     def abort_requests(self, request_ids: Iterable[str]) -> None:
@@ -206,8 +218,10 @@ class EngineCore:
 
     def stats(self) -> EngineStats:
         s = self.kv_cache.stats
-        return EngineStats(self.scheduler.num_running, self.scheduler.num_waiting,
-                           self.kv_cache.usage, s.queries, s.hits, self.scheduler.num_preemptions)
+        sched = self.scheduler
+        return EngineStats(sched.num_running, sched.num_waiting, self.kv_cache.usage,
+                           s.queries, s.hits, sched.num_preemptions,
+                           sched.num_draft_tokens, sched.num_accepted_tokens)
 
     def reset_prefix_cache(self) -> bool:
         return self.kv_cache.reset_prefix_cache()

@@ -112,6 +112,17 @@ class KVCacheManager:
             self.pool.cache(blocks[i], request.block_hashes[i])
         self._num_hashed[request.request_id] = max(done, full)
 
+    def trim(self, request: Request) -> None:
+        """Release the blocks past the request's computed tokens (they held the KV of
+        rejected draft tokens), tail first."""
+        blocks = self._blocks.get(request.request_id)
+        keep = -(-request.num_computed_tokens // self.block_size)
+        if blocks is None or len(blocks) <= keep:
+            return
+        self.pool.release(reversed(blocks[keep:]))
+        del blocks[keep:]
+        self._block_ids[request.request_id] = self._block_ids[request.request_id][:keep]
+
     def free(self, request: Request) -> None:
         """Release the request's blocks, tail first so a prefix outlives its suffix."""
         blocks = self._blocks.pop(request.request_id, [])

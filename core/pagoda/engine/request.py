@@ -74,6 +74,15 @@ class Request:
     """The engine core's matcher of `sampling_params.structured_outputs`."""
     thinking: ThinkingBudget | None = None
     """The engine core's keeper of `sampling_params.thinking_budget`."""
+    speculative: bool = False
+    """Its decode steps verify draft tokens (speculative decoding is on and its parameters
+    allow it, see `pagoda.spec.can_speculate`)."""
+    draft_token_ids: list[int] = field(default_factory=list)
+    """The drafts of the step scheduled for it (verified when its result comes)."""
+    num_draft_tokens: int = 0
+    """Drafts proposed for it so far."""
+    num_accepted_tokens: int = 0
+    """Of those, the ones accepted."""
 
     @property
     def all_token_ids(self) -> list[int]:
@@ -94,10 +103,12 @@ class Request:
     @property
     def needs_host_tokens(self) -> bool:
         """Whether sampling its next token needs its previous ones on the host (penalties,
-        bad words), so no step may be scheduled while one of its tokens is in flight. (A
-        grammar's or a thinking budget's bitmask is not: it may come after the launch.)"""
+        bad words; its drafts are proposed from them), so no step may be scheduled while one
+        of its tokens is in flight. (A grammar's or a thinking budget's bitmask is not: it
+        may come after the launch.)"""
         params = self.sampling_params
-        return params is not None and (params.has_penalties or bool(params.bad_words_token_ids))
+        return params is not None and (params.has_penalties or bool(params.bad_words_token_ids)
+                                       or self.speculative)
 
     @property
     def forced_token(self) -> int | None:

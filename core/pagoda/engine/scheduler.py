@@ -18,12 +18,19 @@ token pools its hidden states (`sample` is set), and that output finishes it.
 A request with a grammar waits until the grammar is compiled (others are scheduled past
 it); each token it outputs advances its matcher, and the grammar's end (its stop token
 accepted) finishes it.
+
+Speculative decoding: a speculative request's decode step also computes the drafts the
+proposer guesses from its tokens (when the budget and the KV cache have room for them);
+its result brings the accepted drafts and one more token, appended one by one with the
+stop checks of each. The positions of rejected drafts are computed again later (their
+KV entries are overwritten) and the blocks only they used are freed.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from pagoda.config import SchedulerConfig
 from pagoda.engine.kv_cache_manager import KVCacheManager
@@ -36,17 +43,21 @@ from pagoda.engine.scheduler_output import (
     SchedulerOutput,
 )
 
+if TYPE_CHECKING:
+    from pagoda.spec import NgramProposer
+
 logger = logging.getLogger(__name__)
 
 
 class Scheduler:
     def __init__(self, config: SchedulerConfig, kv_cache: KVCacheManager, max_model_len: int,
-                 *, stages: int = 1):
+                 *, stages: int = 1, proposer: NgramProposer | None = None):
         """`stages`: pipeline stages, each working on a step of its own. With one, a
         request whose token is in flight may be scheduled at that token's position (see
         above); with several, it waits for the token, and each step takes at most its
         share (1 / stages) of the requests, so that consecutive steps hold different
-        requests and every stage has work."""
+        requests and every stage has work. `proposer`: the drafts of speculative
+        requests."""
         self.config = config
         self.stages = stages
         self.placeholders = stages == 1
@@ -55,7 +66,12 @@ class Scheduler:
         self.requests: dict[str, Request] = {}
         self.waiting: list[Request] = []
         self.running: list[Request] = []
+        self.proposer = proposer
         self.num_preemptions = 0
+        self.num_draft_tokens = 0
+        """Drafts proposed since start-up (all requests)."""
+        self.num_accepted_tokens = 0
+        """Of those, the ones accepted."""
         self._finished_ids: list[str] = []
         self._new_to_workers: set[str] = set()
 
@@ -110,6 +126,7 @@ class Scheduler:
         self.kv_cache.free(request)
         request.status = RequestStatus.PREEMPTED
         request.num_computed_tokens = 0
+        request.draft_token_ids = []
         request.num_preemptions += 1
         self.num_preemptions += 1
         self._finished_ids.append(request.request_id)  # workers drop its state
@@ -124,6 +141,17 @@ class Scheduler:
             return 0  # it waits for the token in flight, or that token (a pooled output) is its last
         remaining = request.num_tokens + request.num_inflight_tokens - request.num_computed_tokens
         return min(remaining, budget, self.max_model_len - request.num_computed_tokens)
+
+    def _drafts(self, request: Request, budget: int) -> list[int]:
+        """The drafts to verify in a speculative request's decode step (its one new token
+        is its last): as many as fit the budget, its max_tokens (the step outputs one
+        more) and the context."""
+        if (self.proposer is None or not request.speculative
+                or request.num_computed_tokens != request.num_tokens - 1):
+            return []
+        limit = min(budget - 1, request.max_tokens - request.num_output_tokens - 1,
+                    self.max_model_len - request.num_tokens)
+        return self.proposer.propose(request.all_token_ids, limit)
 
     def _max_seqs_per_step(self) -> int:
         if self.stages == 1:
@@ -144,6 +172,12 @@ class Scheduler:
                 continue  # preempted earlier in this loop
             num_new = self._tokens_wanted(request, budget)
             if num_new <= 0:
+                continue
+            drafts = self._drafts(request, budget)
+            if drafts and self.kv_cache.allocate_slots(request, num_new + len(drafts)):
+                request.draft_token_ids = drafts
+                planned[request.request_id] = num_new + len(drafts)
+                budget -= num_new + len(drafts)
                 continue
             while not self.kv_cache.allocate_slots(request, num_new):
                 victim = max(self.running, key=self._rank)
@@ -200,6 +234,7 @@ class Scheduler:
             if not num_new:
                 continue
             start = request.num_computed_tokens
+            drafts = request.draft_token_ids
             if request.request_id in self._new_to_workers:
                 out.new_requests.append(NewRequestData(
                     request.request_id, request.prompt_token_ids, list(request.output_token_ids),
@@ -209,9 +244,11 @@ class Scheduler:
             out.scheduled.append(ScheduledRequest(
                 request_id=request.request_id,
                 num_computed_tokens=start,
-                token_ids=request.token_ids_between(start, start + num_new),
+                token_ids=request.token_ids_between(start, start + num_new - len(drafts)) + drafts,
                 block_ids=self.kv_cache.block_ids(request.request_id),
-                sample=start + num_new == request.num_tokens + request.num_inflight_tokens,
+                sample=start + num_new - len(drafts)
+                == request.num_tokens + request.num_inflight_tokens,
+                draft_token_ids=list(drafts),
             ))
             request.num_computed_tokens = start + num_new
             if out.scheduled[-1].sample:
@@ -244,24 +281,51 @@ class Scheduler:
             if not request.num_inflight_tokens:
                 continue  # preempted and rescheduled since: this token will be recomputed
             request.num_inflight_tokens -= 1
+            tokens = result.verified.get(item.request_id, [token])
+            new, status = self._append(request, tokens)
+            num_drafts = len(item.draft_token_ids)
+            if num_drafts:
+                self._after_verification(request, num_drafts, len(tokens) - 1)
+            logprobs = result.logprobs.get(item.request_id)
+            outputs.append(EngineCoreOutput(
+                item.request_id, new,
+                new_logprobs=[logprobs] if logprobs else [],
+                new_prompt_logprobs=prompt_lp,
+                finish_reason=status.finish_reason if status else None,
+                stop_reason=request.stop_reason,
+                num_cached_tokens=max(request.num_cached_tokens, 0),
+                num_draft_tokens=num_drafts,
+                num_accepted_tokens=len(tokens) - 1,
+            ))
+            if status is not None:
+                self._finish(request, status)
+        return outputs
+
+    def _append(self, request: Request, tokens: list[int]
+                ) -> tuple[list[int], RequestStatus | None]:
+        """Append the step's tokens one by one until one finishes the request: the tokens
+        appended, and the status that finished it (None: running on)."""
+        for i, token in enumerate(tokens):
             request.output_token_ids.append(token)
             status = self._check_stop(request, token)
             if request.grammar is not None:
                 status = self._advance_grammar(request, token) or status
             if request.thinking is not None:
                 request.thinking.observe(request.output_token_ids)
-            logprobs = result.logprobs.get(item.request_id)
-            outputs.append(EngineCoreOutput(
-                item.request_id, [token],
-                new_logprobs=[logprobs] if logprobs else [],
-                new_prompt_logprobs=prompt_lp,
-                finish_reason=status.finish_reason if status else None,
-                stop_reason=request.stop_reason,
-                num_cached_tokens=max(request.num_cached_tokens, 0),
-            ))
             if status is not None:
-                self._finish(request, status)
-        return outputs
+                return tokens[: i + 1], status
+        return tokens, None
+
+    def _after_verification(self, request: Request, num_drafts: int, num_accepted: int) -> None:
+        """Count the drafts, and forget the KV of the rejected ones: their positions are
+        computed again, their blocks freed."""
+        request.draft_token_ids = []
+        request.num_draft_tokens += num_drafts
+        request.num_accepted_tokens += num_accepted
+        self.num_draft_tokens += num_drafts
+        self.num_accepted_tokens += num_accepted
+        request.num_computed_tokens = min(request.num_computed_tokens, request.num_tokens - 1)
+        self.kv_cache.trim(request)
 
     def _finish_pooled(self, request: Request, pooled: list[float]) -> EngineCoreOutput:
         """A pooling request's output arrived: it is finished."""

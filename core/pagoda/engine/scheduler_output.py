@@ -42,6 +42,9 @@ class ScheduledRequest:
     sample: bool
     """Whether this step reaches the request's last known token, so a new one is sampled
     (a pooling request: its prompt is computed, so its output is pooled)."""
+    draft_token_ids: list[int] = field(default_factory=list)
+    """Speculative tokens that end `token_ids`: the step samples at the position before
+    each and after the last, and verifies them (`pagoda.spec.accepted_tokens`)."""
 
 
 @dataclass
@@ -77,6 +80,9 @@ class ModelRunnerOutput:
     prompt_logprobs: dict[str, list[TokenLogprobs]] = field(default_factory=dict)
     """Logprobs of the prompt tokens computed this step (each chunk of a prefill)."""
     pooled: dict[str, list[float]] = field(default_factory=dict)
+    verified: dict[str, list[int]] = field(default_factory=dict)
+    """Per request that verified drafts: all its new tokens (the accepted drafts, then the
+    token sampled after them); `sampled` holds the first."""
 
     def result(self) -> ModelRunnerOutput:
         """A finished output is its own result (see `StepResult`)."""
@@ -103,3 +109,7 @@ class EngineCoreOutput:
     num_cached_tokens: int = 0
     pooled: list[float] | None = None
     """A pooling request's output (it comes with the request's finish)."""
+    num_draft_tokens: int = 0
+    """Draft tokens this step verified for it (speculative decoding)."""
+    num_accepted_tokens: int = 0
+    """Of those, the ones accepted (they are among `new_token_ids`)."""

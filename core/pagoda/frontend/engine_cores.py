@@ -28,7 +28,8 @@ def combined_stats(stats: list[EngineStats]) -> EngineStats:
         sum(s.num_running for s in stats), sum(s.num_waiting for s in stats),
         sum(s.kv_cache_usage for s in stats) / len(stats),
         sum(s.prefix_cache_queries for s in stats), sum(s.prefix_cache_hits for s in stats),
-        sum(s.num_preemptions for s in stats))
+        sum(s.num_preemptions for s in stats), sum(s.spec_draft_tokens for s in stats),
+        sum(s.spec_accepted_tokens for s in stats))
 
 
 class EngineCores:

@@ -71,6 +71,8 @@ class _Parent:
     """Report the request only when it finishes (offline generation), not every step."""
     num_cached_tokens: int = 0
     first_token_time: float | None = None
+    num_draft_tokens: int = 0
+    num_accepted_tokens: int = 0
 
     @property
     def finished(self) -> bool:
@@ -80,6 +82,9 @@ class _Parent:
         metrics = {"arrival_time": self.arrival_time, "last_token_time": now}
         if self.first_token_time is not None:
             metrics["first_token_time"] = self.first_token_time
+        if self.num_draft_tokens:
+            metrics["spec_draft_tokens"] = self.num_draft_tokens
+            metrics["spec_accepted_tokens"] = self.num_accepted_tokens
         return RequestOutput(
             self.request_id, self.prompt.prompt, self.prompt.prompt_token_ids,
             [c.output() for c in self.children.values()],
@@ -172,6 +177,8 @@ class OutputProcessor:
                     parent.first_token_time = now
                 if out.num_cached_tokens > parent.num_cached_tokens:
                     parent.num_cached_tokens = out.num_cached_tokens
+                parent.num_draft_tokens += out.num_draft_tokens
+                parent.num_accepted_tokens += out.num_accepted_tokens
                 if self._add_tokens(child, out):
                     to_abort.append(out.request_id)
             updated[parent.request_id] = parent

@@ -11,6 +11,10 @@ A step scheduled while the previous one is in flight may get its grammars' token
 later (`grammar_bitmask_later`): its forward is issued at once and its sampling waits for
 `provide_token_bitmask`, so the host fills the bitmask while the device runs the forward.
 
+A step that verifies a request's draft tokens (speculative decoding) samples at each
+draft position too, as that position would be sampled without speculation; the host
+keeps the drafts that match their draw (`pagoda.spec.accepted_tokens`).
+
 Where platforms differ, the runner asks the platform (beside what `StepRunner` asks): what
 to do once the step is issued (`after_forward`) and whether to sample on the host
 (`samples_on_host`).
@@ -18,6 +22,7 @@ to do once the step is issued (`after_forward`) and whether to sample on the hos
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 from typing import Any
 
@@ -140,14 +145,13 @@ class ModelRunner(StepRunner):
         return logits.to(self.sample_device)[:n]
 
     @staticmethod
-    def _token_bitmask(grammars: GrammarBitmask | None, rows: list[SampledRow],
+    def _token_bitmask(grammars: GrammarBitmask | None, index: dict[str, int],
                        pinned: bool) -> tuple[list[int], torch.Tensor] | None:
-        """The step's grammar bitmask with the sampler's row of each of its requests; with
-        `pinned`, staged in pinned memory so that its copy to the device does not wait for
-        the work queued before it (a forward still running)."""
+        """The step's grammar bitmask with the sampler's row of each of its requests
+        (`index`); with `pinned`, staged in pinned memory so that its copy to the device
+        does not wait for the work queued before it (a forward still running)."""
         if grammars is None:
             return None
-        index = {row.request_id: i for i, row in enumerate(rows)}
         bitmask = grammars.bitmask
         if pinned:
             bitmask = torch.empty(bitmask.shape, dtype=bitmask.dtype,
@@ -166,7 +170,9 @@ class ModelRunner(StepRunner):
             return PendingStepOutput([], None, None)
         sampling = [(item, row) for item, row in zip(step.scheduled, inputs.last_token_index)
                     if item.sample]
-        logits = self._gather_logits(hidden, [row for _, row in sampling]) if sampling else None
+        logits = self._gather_logits(hidden, [
+            r for item, row in sampling for r in range(row - len(item.draft_token_ids), row + 1)
+        ]) if sampling else None
         self.platform.after_forward()
         if step.grammar_bitmask_later:
             self._awaiting = AwaitingBitmask(lambda bitmask: self._sample(
@@ -192,13 +198,19 @@ class ModelRunner(StepRunner):
         if logits is not None:
             for item, _ in sampling:
                 state = self.states[item.request_id]
-                rows.append(SampledRow(item.request_id, state, len(state.output_token_ids)))
-            out = self.sampler(self._to_sampler(logits, len(rows)), [row.state for row in rows],
-                               self._token_bitmask(bitmask, rows, pinned))
+                rows.append(SampledRow(item.request_id, state, len(state.output_token_ids),
+                                       item.draft_token_ids))
+            states = [s for row in rows for s in row.draw_states()]
+            # Each request's first row in the sampler's batch (its drafts' rows follow it).
+            first = dict(zip((row.request_id for row in rows),
+                             itertools.accumulate((row.num_draws for row in rows[:-1]),
+                                                  initial=0)))
+            out = self.sampler(self._to_sampler(logits, len(states)), states,
+                               self._token_bitmask(bitmask, first, pinned))
             for row in rows:  # seeded draws and min_tokens count the token being sampled
                 row.state.output_token_ids.append(PLACEHOLDER_TOKEN_ID)
             self._last_sampled = out.sampled_token_ids
-            self._last_rows = {row.request_id: i for i, row in enumerate(rows)}
+            self._last_rows = first
             sampled = copy_to_host(out.sampled_token_ids, pinned)
             if out.logprobs is not None:
                 logprobs = type(out.logprobs)(*(copy_to_host(t, pinned) for t in out.logprobs))

@@ -4,7 +4,7 @@ only when the engine asks."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 import torch
@@ -12,6 +12,7 @@ import torch
 from pagoda.engine.scheduler_output import ModelRunnerOutput
 from pagoda.outputs import TokenLogprobs
 from pagoda.sample import LogprobsTensors, SamplingState
+from pagoda.spec import accepted_tokens
 
 if TYPE_CHECKING:
     from pagoda.structured.engine import GrammarBitmask
@@ -34,6 +35,21 @@ class SampledRow:
     state: SamplingState
     output_index: int
     """Index of this step's placeholder in `state.output_token_ids`."""
+    drafts: list[int] = field(default_factory=list)
+    """Draft tokens verified this step (speculative decoding)."""
+
+    @property
+    def num_draws(self) -> int:
+        """Rows of the sampler's batch it takes: one, and one per draft."""
+        return 1 + len(self.drafts)
+
+    def draw_states(self) -> list[SamplingState]:
+        """The state each of its draws samples with: its own, then at each draft's next
+        position a copy whose output ends with the drafts so far (so a seeded draw, and
+        min_tokens, count the tokens before it, as without speculation)."""
+        out = self.state.output_token_ids
+        return [self.state] + [replace(self.state, output_token_ids=out + self.drafts[:j])
+                               for j in range(1, self.num_draws)]
 
 
 @dataclass
@@ -49,7 +65,7 @@ class PendingStepOutput:
     computing them, and later steps are already being prepared."""
 
     rows: list[SampledRow]
-    sampled: torch.Tensor | None  # [len(rows)] on the host, filled when `event` completes
+    sampled: torch.Tensor | None  # [sum of num_draws] on the host, filled when `event` completes
     logprobs: LogprobsTensors | None
     prompt_logprobs: list[PromptLogprobRows] = field(default_factory=list)
     event: torch.Event | None = None
@@ -65,13 +81,20 @@ class PendingStepOutput:
             tokens = self.sampled.tolist()
             lp = None
             if self.logprobs is not None:
-                lp = self.logprobs.tolists([row.state.params.logprobs or 0 for row in self.rows])
-            for i, (row, token) in enumerate(zip(self.rows, tokens, strict=True)):
-                row.state.output_token_ids[row.output_index] = token
-                out.sampled[row.request_id] = token
+                lp = self.logprobs.tolists([row.state.params.logprobs or 0 for row in self.rows
+                                            for _ in range(row.num_draws)])
+            i = 0  # the row's first draw
+            for row in self.rows:
+                drawn = tokens[i : i + row.num_draws]
+                new = accepted_tokens(drawn, row.drafts)
+                row.state.output_token_ids[row.output_index : row.output_index + 1] = new
+                out.sampled[row.request_id] = new[0]
+                if row.drafts:
+                    out.verified[row.request_id] = new
                 if lp is not None and row.state.params.logprobs is not None:
                     out.logprobs[row.request_id] = TokenLogprobs(
                         lp.token_ids[i], lp.logprobs[i], lp.ranks[i])
+                i += row.num_draws
         for want in self.prompt_logprobs:
             if want.logprobs is None:
                 out.prompt_logprobs[want.request_id] = []
