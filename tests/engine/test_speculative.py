@@ -68,6 +68,17 @@ def test_greedy_tokens_are_hf_greedy_with_drafts_accepted(model_dir, hf_tokens, 
         assert stats.num_preemptions > 0
 
 
+def test_overlapped_steps_mix_with_speculative_ones(model_dir, hf_tokens):
+    """With async scheduling, requests that do not speculate (here: logprobs) overlap
+    their steps while speculative ones wait for their tokens; all are HF's tokens."""
+    llm = _llm(model_dir, **SPECULATIVE, async_scheduling=True)
+    plain = SamplingParams(temperature=0.0, max_tokens=NEW_TOKENS, ignore_eos=True, logprobs=1)
+    outputs = _generate(llm, [GREEDY, plain, GREEDY, plain])
+    assert [o.outputs[0].token_ids for o in outputs] == hf_tokens
+    assert "spec_draft_tokens" not in outputs[1].metrics
+    assert _accepted(outputs) > 0
+
+
 def test_pipeline_stages_generate_hf_greedy_tokens(model_dir, hf_tokens):
     llm = _llm(model_dir, **SPECULATIVE, pipeline_parallel_size=2)
     outputs = _generate(llm, GREEDY)

@@ -134,3 +134,16 @@ def test_drafts_stop_short_of_max_tokens_and_the_budget():
     _step(sched, [3])
     item, _ = _step(sched, [4, 1, 0])  # "2 3" recurs: 4 1 2 proposed, two fit the budget
     assert item.token_ids == [3, 4, 1] and item.draft_token_ids == [4, 1]
+
+
+def test_an_abort_while_drafts_are_verified_frees_everything():
+    sched = _scheduler()
+    request = _speculative([1, 2, 3, 4, 5, 6, 7, 1, 2])
+    sched.add_request(request)
+    _step(sched, [3])
+    out = sched.schedule()
+    assert out.scheduled[0].draft_token_ids == [4, 5, 6]
+    sched.finish_requests(["a"], RequestStatus.FINISHED_ABORTED)
+    result = ModelRunnerOutput(sampled={"a": 4}, verified={"a": [4, 5, 6, 7]})
+    assert sched.update_from_output(out, result) == []
+    assert sched.kv_cache.pool.num_free_blocks == 32 and not sched.has_unfinished_requests()
