@@ -113,6 +113,26 @@ STAT_TOKENS = 3
 STAT_SAMPLES = 600
 
 
+def test_stop_strings_end_outputs_as_without_speculation(model_dir, hf_tokens):
+    """A stop string completed by a token inside an accepted run ends the output there:
+    the tokens after it in the same step are not output."""
+    params, prompts = [], []
+    for prompt, tokens in zip(PROMPTS, hf_tokens):
+        for i in range(5, 10):  # where outputs start to loop, so drafts get accepted
+            if min(tokens[i : i + 3]) >= 3:  # words (special tokens have no text)
+                stop = " ".join(f"w{t}" for t in tokens[i : i + 3])
+                params.append(SamplingParams(temperature=0.0, max_tokens=NEW_TOKENS,
+                                             ignore_eos=True, stop=[stop]))
+                prompts.append(prompt)
+    plain = _generate(_llm(model_dir), params, prompts)
+    speculative = _generate(_llm(model_dir, **SPECULATIVE), params, prompts)
+    assert [(o.outputs[0].token_ids, o.outputs[0].text, o.outputs[0].stop_reason)
+            for o in speculative] == [(o.outputs[0].token_ids, o.outputs[0].text,
+                                       o.outputs[0].stop_reason) for o in plain]
+    assert {o.outputs[0].finish_reason for o in speculative} == {"stop"}
+    assert _accepted(speculative) > 0
+
+
 def test_seeded_sampling_is_reproducible_and_draws_as_without(model_dir):
     """A seeded request's n-th token is drawn with its seed and n (speculative or not):
     the same tokens with drafts, without, and alone or in a batch."""

@@ -207,11 +207,13 @@ class OutputProcessor:
         params = child.params
         if out.finish_reason == "stop" and not params.include_stop_str_in_output:
             new_ids = new_ids[:-1]  # the eos / stop token's own text is not part of the output
-        start = len(child.text)
-        for token in new_ids:
+        check_stops = child.finish_reason is None and bool(params.stop)
+        for i, token in enumerate(new_ids):  # several with speculative decoding
+            start = len(child.text)
             child.text += detokenizer.add_token(token)
-        if child.finish_reason is None and params.stop:
-            return self._apply_stop_strings(child, start)
+            if check_stops and self._apply_stop_strings(child, start):
+                del child.token_ids[len(child.token_ids) - len(new_ids) + i + 1 :]
+                return True  # the tokens after the stop string's are not output
         return False
 
     @staticmethod
