@@ -15,6 +15,7 @@ from transformers import AutoModelForCausalLM
 
 from pagoda import LLM, SamplingParams
 from tests.engine.tiny_models import hf_greedy, make_checkpoint, tiny_configs
+from tests.models.tiny_pooling import make_decoder_embedder
 
 NEW_TOKENS = 24
 PROMPTS = [[5, 9, 14, 200, 31, 7, 77] * 3, [42, 8, 250, 3, 42, 8, 250], [7, 7, 7, 7, 9],
@@ -77,6 +78,12 @@ def test_overlapped_steps_mix_with_speculative_ones(model_dir, hf_tokens):
     assert [o.outputs[0].token_ids for o in outputs] == hf_tokens
     assert "spec_draft_tokens" not in outputs[1].metrics
     assert _accepted(outputs) > 0
+
+
+def test_a_model_that_pools_refuses_speculation(tmp_path):
+    path = make_decoder_embedder(tmp_path)  # runner auto: it pools
+    with pytest.raises(ValueError, match="speculative_method: the model pools"):
+        _llm(path, **SPECULATIVE)
 
 
 def test_pipeline_stages_generate_hf_greedy_tokens(model_dir, hf_tokens):

@@ -93,6 +93,7 @@ class EngineCore:
         # step (the first stage never holds the last stage's tokens).
         spec = config.speculative
         if spec.speculative_method is not None and described["runner"] == "pooling":
+            self.executor.shutdown()
             raise ValueError("speculative_method: the model pools (a pooling model generates "
                              "no tokens to speculate on)")
         self.proposer = None if spec.speculative_method is None else NgramProposer(
