@@ -98,7 +98,7 @@ def test_stops_and_lengths_land_as_without_speculation(model_dir, hf_tokens):
     accepted), eos and max_tokens end each request where they end it without drafts."""
     params, prompts = [], []
     for prompt, tokens in zip(PROMPTS, hf_tokens):
-        for i in range(2, NEW_TOKENS, 3):
+        for i in range(2, NEW_TOKENS, 5):
             params.append(SamplingParams(temperature=0.0, max_tokens=i, ignore_eos=True))
             params.append(SamplingParams(temperature=0.0, max_tokens=NEW_TOKENS,
                                          stop_token_ids=[tokens[i]], min_tokens=i))
