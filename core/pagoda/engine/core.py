@@ -156,11 +156,12 @@ class EngineCore:
         if self.scheduler.has_unfinished_requests():
             outputs += self._finish_failed_grammars()
             scheduled = self.scheduler.schedule()
-            later = bool(self._in_flight) and self._constrained(scheduled)
+            constrained = self._constrained(scheduled)
+            later = bool(constrained) and bool(self._in_flight)
             if later:
                 scheduled.grammar_bitmask_later = True
             else:
-                scheduled.grammar_bitmask = self._grammar_bitmask(scheduled)
+                scheduled.grammar_bitmask = self._grammar_bitmask(constrained)
             if not scheduled.is_empty or scheduled.finished_request_ids:
                 self._in_flight.append(_InFlightStep(
                     scheduled, self.executor.execute_model(scheduled),
@@ -174,26 +175,23 @@ class EngineCore:
             self.grammars.wait(0.05)  # only grammars being compiled can be waiting
         return outputs
 
-    def _constrained(self, scheduled: SchedulerOutput) -> bool:
-        """Whether a request that samples in `scheduled` has a grammar or a thinking budget."""
+    def _constrained(self, scheduled: SchedulerOutput) -> list[Request]:
+        """The requests that sample in `scheduled` with a grammar or a thinking budget
+        (those finished since it was scheduled have no bitmask: their token is dropped)."""
         requests = self.scheduler.requests
-        return any(requests[item.request_id].grammar is not None
-                   or requests[item.request_id].thinking is not None
-                   for item in scheduled.scheduled if item.sample)
+        return [r for item in scheduled.scheduled if item.sample
+                and (r := requests.get(item.request_id)) is not None and not r.is_finished
+                and (r.grammar is not None or r.thinking is not None)]
 
-    def _grammar_bitmask(self, scheduled: SchedulerOutput) -> GrammarBitmask | None:
-        """The allowed tokens of the sampled requests with a grammar or a forced token
-        (requests finished since they were scheduled have none: their token is dropped)."""
-        requests = self.scheduler.requests
-        sampled = [r for item in scheduled.scheduled if item.sample
-                   and (r := requests.get(item.request_id)) is not None and not r.is_finished]
-        constrained = [r for r in sampled if r.grammar is not None and not r.grammar.terminated]
-        forced = {r.request_id: token for r in sampled
+    def _grammar_bitmask(self, constrained: list[Request]) -> GrammarBitmask | None:
+        """The allowed tokens of `constrained`: their grammars', or a forced token."""
+        grammars = [r for r in constrained if r.grammar is not None and not r.grammar.terminated]
+        forced = {r.request_id: token for r in constrained
                   if (token := r.forced_token) is not None}
-        if not constrained and not forced:
+        if not grammars and not forced:
             return None
-        return self.grammars.bitmask([r.request_id for r in constrained],
-                                     [r.grammar for r in constrained], forced)
+        return self.grammars.bitmask([r.request_id for r in grammars],
+                                     [r.grammar for r in grammars], forced)
 
     def _finish_failed_grammars(self) -> list[EngineCoreOutput]:
         """Abort the waiting requests whose grammar failed to compile (the front end's
@@ -214,7 +212,8 @@ class EngineCore:
         if self._in_flight and self._in_flight[0].awaits_bitmask:
             following = self._in_flight[0]
             following.awaits_bitmask = False
-            self.executor.provide_token_bitmask(self._grammar_bitmask(following.scheduled))
+            self.executor.provide_token_bitmask(
+                self._grammar_bitmask(self._constrained(following.scheduled)))
         return outputs
 
     def stats(self) -> EngineStats:
