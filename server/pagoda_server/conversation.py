@@ -177,21 +177,19 @@ class ChatFormat:
         calls in its format, results as user turns (consecutive ones in one)."""
         assert self.tools is not None
         messages: list[dict[str, Any]] = []
-        for turn in turns:
+        for i, turn in enumerate(turns):
             if turn.role == "tool":
                 result = self.tools.render_result(turn.content, _call_of(turn.tool_call_id, turns))
-                if messages and messages[-1].get("tool_results"):
+                if i and turns[i - 1].role == "tool":
                     messages[-1]["content"] += "\n" + result
                 else:
-                    messages.append({"role": "user", "content": result, "tool_results": True})
+                    messages.append({"role": "user", "content": result})
                 continue
             content = turn.content
             if turn.tool_calls:
                 calls = self.tools.render_calls(turn.tool_calls)
                 content = f"{content}\n{calls}" if content else calls
             messages.append({"role": turn.role, "content": content})
-        for message in messages:
-            message.pop("tool_results", None)
         if tools:
             prompt = self.tools.tools_system_prompt(tools)
             if messages[0]["role"] == "system":

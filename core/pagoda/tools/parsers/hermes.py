@@ -82,9 +82,11 @@ class _HermesStream(ToolCallStream):
             else:
                 self._pos = skip_whitespace(text, self._pos)
                 found = expect_marker(text, self._pos, CALL_END, final)
-                if found is None or final and CALL_END.startswith(text[self._pos:]):
-                    self._pos = len(text) if final else self._pos
-                    return  # (an end marker missing or cut short at the very end is tolerated)
+                if found is None:
+                    return
+                if final and CALL_END.startswith(text[self._pos:]):
+                    self._pos = len(text)  # an end marker missing or cut short at the very
+                    return  # end is tolerated
                 if not found:
                     raise MalformedCall(self._pos)
                 self._pos += len(CALL_END)
