@@ -108,30 +108,19 @@ def test_a_model_without_attention_interface_support_is_refused(tmp_path):
             num_kv_blocks=16)
 
 
-def test_forcing_pagoda_on_an_architecture_it_lacks_is_refused(tmp_path):
-    CONFIGS["gpt2"].save_pretrained(tmp_path)
+@pytest.mark.parametrize(("arch", "options", "message"), [
+    ("gpt2", {"model_impl": "pagoda"},
+     "GPT2LMHeadModel with model_impl='pagoda': Pagoda has no class for it"),
+    ("gpt-neox", {"quantization": "int8"},
+     "runs unquantized weights only, not quantization 'int8'"),
+    ("gpt-neox", {"tensor_parallel_size": 2}, "runs on one device: tensor_parallel_size 2"),
+], ids=["pagoda-impl-missing", "quantization", "tensor-parallel"])
+def test_what_the_fallback_cannot_run_is_refused(tmp_path, arch, options, message):
+    CONFIGS[arch].save_pretrained(tmp_path)
     save_tokenizer(tmp_path)
-    with pytest.raises(Exception, match="GPT2LMHeadModel with model_impl='pagoda': Pagoda "
-                                        "has no class for it"):
+    with pytest.raises(Exception, match=message):
         LLM(str(tmp_path), dtype="float32", device="cpu", load_format="dummy",
-            num_kv_blocks=16, model_impl="pagoda")
-
-
-def test_quantization_is_refused(tmp_path):
-    CONFIGS["gpt-neox"].save_pretrained(tmp_path)
-    save_tokenizer(tmp_path)
-    with pytest.raises(Exception, match="runs unquantized weights only, not quantization "
-                                        "'int8'"):
-        LLM(str(tmp_path), dtype="float32", device="cpu", load_format="dummy",
-            num_kv_blocks=16, quantization="int8")
-
-
-def test_tensor_parallelism_is_refused(tmp_path):
-    CONFIGS["gpt-neox"].save_pretrained(tmp_path)
-    save_tokenizer(tmp_path)
-    with pytest.raises(Exception, match="runs on one device: tensor_parallel_size 2"):
-        LLM(str(tmp_path), dtype="float32", device="cpu", load_format="dummy",
-            num_kv_blocks=16, tensor_parallel_size=2)
+            num_kv_blocks=16, **options)
 
 
 def test_padded_decode_graph_replays(checkpoint):
