@@ -15,7 +15,7 @@ pytest.importorskip("triton")
 
 from pagoda.attention import AttentionImpl, AttentionMetadata, reference  # noqa: E402
 from pagoda.kernels.triton import num_kv_splits, paged_attention  # noqa: E402
-from pagoda.kernels.triton.attention import MAX_SPLITS, MIN_SPLIT_KEYS  # noqa: E402
+from pagoda.kernels.triton.attention import MAX_SPLITS, TILE_N  # noqa: E402
 from pagoda.kernels.triton.backend import (  # noqa: E402
     TritonAttentionBackend,
     TritonAttentionImpl,
@@ -81,7 +81,7 @@ def test_split_planning() -> None:
     if torch.cuda.is_available():
         gpu = torch.device("cuda")
         assert num_kv_splits(1, 8, 1, 100_000, gpu) == MAX_SPLITS  # one long decode
-        assert num_kv_splits(1, 8, 1, 3 * MIN_SPLIT_KEYS, gpu) == 3  # bounded by its keys
+        assert num_kv_splits(1, 8, 1, 3 * TILE_N, gpu) == 3  # one a key tile at most
         assert num_kv_splits(1, 8, 512, 100_000, gpu) == 1  # a prefill
         assert num_kv_splits(4096, 8, 1, 100_000, gpu) == 1  # the GPU is busy anyway
 

@@ -24,16 +24,14 @@ PREFILL_BLOCK_M = 64
 DOT_MIN = 16
 """tl.dot needs at least 16 along every dimension on GPUs."""
 
-MIN_SPLIT_KEYS = 256
-"""Fewest key positions worth a split of their own."""
-
 MAX_SPLITS = 16
 
 
 def num_kv_splits(num_seqs: int, num_kv_heads: int, max_query_len: int, max_kv_len: int,
                   device: torch.device) -> int:
     """How many key ranges to attend in parallel: more than one only for decode-sized
-    queries whose (sequence, kv head) programs would leave the device's units idle."""
+    queries whose (sequence, kv head) programs would leave the device's units idle; at most
+    one a key tile of the longest sequence (`max_kv_len`)."""
     units = parallel_units(device)
     if max_query_len > 1 or units == 1:
         return 1
@@ -41,7 +39,7 @@ def num_kv_splits(num_seqs: int, num_kv_heads: int, max_query_len: int, max_kv_l
     target = 2 * units
     if programs >= target:
         return 1
-    return max(1, min(triton.cdiv(target, programs), max_kv_len // MIN_SPLIT_KEYS, MAX_SPLITS))
+    return max(1, min(triton.cdiv(target, programs), triton.cdiv(max_kv_len, TILE_N), MAX_SPLITS))
 
 
 def paged_attention(
@@ -61,9 +59,9 @@ def paged_attention(
     launch: TritonLaunch = DEFAULT_LAUNCH,
 ) -> torch.Tensor:
     """`pagoda.attention.reference.paged_attention` with the host's knowledge and explicit
-    choices: `max_query_len` (None: unknown) sizes the query tiles; `num_splits` > 1 splits every sequence's keys
-    into that many ranges, reduced by a second kernel; `tile_n` keys per inner step;
-    `launch` the platform's launch parameters."""
+    choices: `max_query_len` (None: unknown) sizes the query tiles; `num_splits` > 1 splits
+    every sequence's keys into that many equal ranges of whole tiles, reduced by a second
+    kernel; `tile_n` keys per inner step; `launch` the platform's launch parameters."""
     num_tokens, num_heads, head_size = query.shape
     _, _, block_size, num_kv_heads, _ = kv_cache.shape
     num_seqs = seq_lens.shape[0]
@@ -81,31 +79,26 @@ def paged_attention(
     block_q = block_m // group_pad
     head_pad = pow2(head_size, DOT_MIN)
     tile_n = max(tile_n, DOT_MIN)
-    split_len = 0
-    if num_splits > 1:
-        max_kv_len = block_tables.shape[1] * block_size
-        split_len = triton.cdiv(triton.cdiv(max_kv_len, num_splits), tile_n) * tile_n
-        num_splits = triton.cdiv(max_kv_len, split_len)
     parts = _partials(num_tokens, num_heads, num_splits, head_pad, query.device)
     grid = (num_tokens // block_q + num_seqs, num_kv_heads, num_splits)
     _attention_kernel[grid](
         out, *parts, query, key_cache, value_cache,
         kv_scales if fp8 else seq_lens,  # not read without KV_FP8
         block_tables, query_start_loc, seq_lens,
-        scale, logits_soft_cap or 0.0, sliding_window or 0, num_seqs, split_len,
+        scale, logits_soft_cap or 0.0, sliding_window or 0, num_seqs,
         query.stride(0), query.stride(1), out.stride(0), out.stride(1),
         key_cache.stride(0), key_cache.stride(1), key_cache.stride(2), block_tables.stride(0),
         GROUP=group, GROUP_PAD=group_pad, BLOCK_Q=block_q, BLOCK_M=block_m,
         HEAD_SIZE=head_size, HEAD_PAD=head_pad, BLOCK_SIZE=block_size, TILE_N=tile_n,
         USE_WINDOW=sliding_window is not None, USE_SOFT_CAP=logits_soft_cap is not None,
         NUM_SPLITS=num_splits, DOT_DTYPE=dot_dtype(query.dtype, _attention_kernel),
-        KV_FP8=fp8, **launch.attention.kwargs(),
+        KV_FP8=fp8, **launch.attention.kwargs(), **launch.dependency(),
     )
     if num_splits > 1:
         _reduce_splits_kernel[(num_tokens, num_heads)](
             out, *parts, query_start_loc, num_seqs, out.stride(0), out.stride(1),
             NUM_SPLITS=num_splits, SPLITS_PAD=pow2(num_splits), HEAD_SIZE=head_size,
-            HEAD_PAD=head_pad, **launch.reduce.kwargs(),
+            HEAD_PAD=head_pad, **launch.reduce.kwargs(), **launch.dependency(),
         )
     return out
 

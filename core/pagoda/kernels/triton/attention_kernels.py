@@ -5,8 +5,10 @@ kv split). Its BLOCK_M rows are the tile's tokens times the query heads sharing 
 (GQA), so each key/value tile is loaded once for the whole group. Keys are visited in tiles
 of TILE_N positions gathered through the block table (any cache block size), with an online
 softmax in float32. Without splits it writes the output; with NUM_SPLITS > 1 each split
-covers its own range of key positions and writes an unnormalised partial result that
-`_reduce_splits_kernel` combines (long contexts with few query tokens).
+covers an equal share of its sequence's keys (in whole tiles, from the sequence's own
+length: a graph captured for long contexts still spreads a short one over its programs)
+and writes an unnormalised partial result that `_reduce_splits_kernel` combines (decodes
+of few sequences).
 
 An fp8 cache (KV_FP8) is converted exactly to the dot's operand type as it is loaded; its
 scales, read from `kv_scales` on the device, are applied in float32 to what the dots give:
@@ -17,6 +19,8 @@ from __future__ import annotations
 
 import triton
 import triton.language as tl
+
+from pagoda.kernels.triton.common import wait_for_prior_kernels
 
 LOG2E = tl.constexpr(1.4426950408889634)
 
@@ -44,15 +48,16 @@ def _attention_kernel(
     out_ptr, part_acc_ptr, part_max_ptr, part_sum_ptr,
     q_ptr, key_cache_ptr, value_cache_ptr, kv_scales_ptr,
     block_tables_ptr, query_start_loc_ptr, seq_lens_ptr,
-    scale, soft_cap, window, num_seqs, split_len,
+    scale, soft_cap, window, num_seqs,
     stride_qt, stride_qh, stride_ot, stride_oh,
     stride_cb, stride_cs, stride_ch, stride_table,
     GROUP: tl.constexpr, GROUP_PAD: tl.constexpr, BLOCK_Q: tl.constexpr,
     BLOCK_M: tl.constexpr, HEAD_SIZE: tl.constexpr, HEAD_PAD: tl.constexpr,
     BLOCK_SIZE: tl.constexpr, TILE_N: tl.constexpr, USE_WINDOW: tl.constexpr,
     USE_SOFT_CAP: tl.constexpr, NUM_SPLITS: tl.constexpr, DOT_DTYPE: tl.constexpr,
-    KV_FP8: tl.constexpr,
+    KV_FP8: tl.constexpr, PDL: tl.constexpr,
 ):
+    wait_for_prior_kernels(PDL)
     tile = tl.program_id(0)
     kv_head = tl.program_id(1)
     split = tl.program_id(2)
@@ -85,6 +90,7 @@ def _attention_kernel(
     if USE_WINDOW:
         lo = tl.maximum(context + q_block * BLOCK_Q - window + 1, 0)
     if NUM_SPLITS > 1:
+        split_len = tl.cdiv(tl.cdiv(context + q_len, NUM_SPLITS), TILE_N) * TILE_N
         lo = tl.maximum(lo, split * split_len)
         hi = tl.minimum(hi, (split + 1) * split_len)
 
@@ -137,9 +143,10 @@ def _reduce_splits_kernel(
     out_ptr, part_acc_ptr, part_max_ptr, part_sum_ptr, query_start_loc_ptr, num_seqs,
     stride_ot, stride_oh,
     NUM_SPLITS: tl.constexpr, SPLITS_PAD: tl.constexpr, HEAD_SIZE: tl.constexpr,
-    HEAD_PAD: tl.constexpr,
+    HEAD_PAD: tl.constexpr, PDL: tl.constexpr,
 ):
     """Combine one (token, head)'s partial softmax results over the kv splits."""
+    wait_for_prior_kernels(PDL)
     token = tl.program_id(0).to(tl.int64)
     head = tl.program_id(1).to(tl.int64)
     if token >= tl.load(query_start_loc_ptr + num_seqs):
