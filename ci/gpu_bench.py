@@ -15,6 +15,7 @@ M  Qwen3-30B-A3B shape (mixture of experts: 128, 8 a token), 1000 prompts, 128 i
    beside HF transformers
 N  the same model, one request at a time, 128 in / 128 out (time per output token), beside HF
 P  step profiles: the 8B model with 1000 sequences (A) and one (C), the 0.6B with 256 (D)
+R  step profiles of C (one sequence of the 8B model) with bf16, FP8 and INT4 weights
 Q  quantized weights beside bf16, Pagoda alone: A with FP8 (W8A8, quantized at load) and C
    with FP8 and with INT4 (W4A16, groups of 128)
 S  structured outputs: A (Pagoda alone) with a JSON schema on every request, beside the same
@@ -347,6 +348,17 @@ def profile(out: Path, llama: Path, qwen: Path) -> list[dict]:
     return []
 
 
+def profile_quantized_c(out: Path, llama: Path) -> list[dict]:
+    """Decode steps of C (one sequence of the 8B shape) in bf16, FP8 and INT4 weights."""
+    for quantization in ("none", "fp8", "int4"):
+        extra = [] if quantization == "none" else ["--quantization", quantization]
+        run([sys.executable, str(ROOT / "ci" / "profile_step.py"), str(llama), "--device",
+             "cuda", "--load-format", "dummy", "--dtype", "bfloat16", "--num-seqs", "1",
+             "--max-num-seqs", "1", "--input-len", "128", "--steps", "20", "--rows", "40",
+             *extra], out / f"R-{quantization}.log")
+    return []
+
+
 def gemv(out: Path, llama: Path) -> list[dict]:
     """The small-batch GEMV kernel against cuBLAS: per 8B matmul shape (ci/gemv_bench.py),
     and C end to end with cuBLAS instead."""
@@ -362,7 +374,7 @@ def main() -> int:
     llama, qwen, moe = model_dir("llama3-8b"), model_dir("qwen3-0.6b"), model_dir("qwen3-30b-a3b")
     s8, s06, s30 = shape(llama), shape(qwen), shape(moe)
     rows, failures = [], []
-    plan = {"P": lambda: profile(out, llama, qwen),
+    plan = {"P": lambda: profile(out, llama, qwen), "R": lambda: profile_quantized_c(out, llama),
             "A": lambda: [bench_a(out, llama, s8)], "B": lambda: [bench_b(out, llama, s8)],
             "C": lambda: [bench_c(out, llama, s8)], "D": lambda: [bench_d(out, qwen, s06)],
             "E": lambda: bench_e_f(out, llama, s8),

@@ -61,13 +61,16 @@ _QUANT_PARTS = {"fp8_linear": "fp8", "int8_linear": "int8", "woq_linear": "woq"}
 def triton_quant_providers(platform: str, availability: TritonAvailability, *,
                            ops: tuple[str, ...] = TRITON_QUANT_OPS,
                            module: str = "pagoda.kernels.triton.quant_linear",
+                           impls: str | None = None,
                            priority: int = 10) -> list[KernelProvider]:
-    """One "triton" provider per quantized linear in `ops` for `platform`: `module`'s
-    impl (named as the op), `prepare_<kind>` and `supports_<kind>` (kind fp8, int8, woq).
+    """One "triton" provider per quantized linear in `ops` for `platform`: the impl (named
+    as the op) from `impls` (default `module`; e.g. a platform's wrappers that pass its
+    launch parameters), `module`'s `prepare_<kind>` and `supports_<kind>` (kind fp8, int8,
+    woq).
     The fp8 kernels use NVIDIA's float8 e4m3 (and torch._scaled_mm on CUDA): a platform
     whose float8 is another format leaves fp8_linear out of `ops`."""
     return [
-        KernelProvider(op, "triton", f"{module}:{op}", (platform,), priority=priority,
+        KernelProvider(op, "triton", f"{impls or module}:{op}", (platform,), priority=priority,
                        is_available=availability,
                        supports=f"{module}:supports_{_QUANT_PARTS[op]}",
                        prepare=f"{module}:prepare_{_QUANT_PARTS[op]}")

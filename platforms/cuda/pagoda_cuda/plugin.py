@@ -21,8 +21,8 @@ plugin = PlatformPlugin(
     verified_on="one NVIDIA H200 (sm_90, CUDA 13, Triton 3.6): bash ci/gpu.sh",
     probe="pagoda_cuda.probe:probe", platform="pagoda_cuda.platform:CudaPlatform",
     attention_backends=[AttentionBackendSpec(
-        "triton", "pagoda.kernels.triton.backend:TritonAttentionBackend", (PLATFORM,),
+        "triton", "pagoda_cuda.attention:CudaTritonAttentionBackend", (PLATFORM,),
         priority=10)],
-    kernel_providers=[*triton_kernel_providers(PLATFORM, TRITON),
-                      *triton_quant_providers(PLATFORM, TRITON)],
+    kernel_providers=[*triton_kernel_providers(PLATFORM, TRITON, module="pagoda_cuda.triton_ops"),
+                      *triton_quant_providers(PLATFORM, TRITON, impls="pagoda_cuda.triton_ops")],
 )

@@ -7,13 +7,12 @@ signature and passes `launch=` (see `pagoda_rocm.launch`) to `pagoda.kernels.tri
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
-from typing import Any
 
 import torch
 
 from pagoda.kernels import triton as shared
 from pagoda.kernels.triton.launch import TritonLaunch
+from pagoda.kernels.triton.launched import on_device
 from pagoda_rocm.launch import launch_for_arch
 
 
@@ -23,22 +22,16 @@ def device_launch(device: torch.device) -> TritonLaunch:
     return launch_for_arch(torch.cuda.get_device_properties(device).gcnArchName)
 
 
-def _on_device(kernel: Callable[..., Any]) -> Callable[..., Any]:
-    """`kernel` launched with the parameters of its first argument's device."""
-
-    @functools.wraps(kernel)
-    def launch_on_device(first: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
-        return kernel(first, *args, launch=device_launch(first.device), **kwargs)
-
-    return launch_on_device
+def _launch(device: torch.device) -> TritonLaunch:
+    return device_launch(device)  # looked up at each call: tests replace device_launch
 
 
-linear = _on_device(shared.linear)
-rms_norm = _on_device(shared.rms_norm)
-fused_add_rms_norm = _on_device(shared.fused_add_rms_norm)
-rotary_embedding = _on_device(shared.rotary_embedding)
-silu_and_mul = _on_device(shared.silu_and_mul)
-gelu_and_mul = _on_device(shared.gelu_and_mul)
-sample_from_logits = _on_device(shared.sample_from_logits)
-apply_token_bitmask = _on_device(shared.apply_token_bitmask)
-fused_moe = _on_device(shared.fused_moe)
+linear = on_device(shared.linear, _launch)
+rms_norm = on_device(shared.rms_norm, _launch)
+fused_add_rms_norm = on_device(shared.fused_add_rms_norm, _launch)
+rotary_embedding = on_device(shared.rotary_embedding, _launch)
+silu_and_mul = on_device(shared.silu_and_mul, _launch)
+gelu_and_mul = on_device(shared.gelu_and_mul, _launch)
+sample_from_logits = on_device(shared.sample_from_logits, _launch)
+apply_token_bitmask = on_device(shared.apply_token_bitmask, _launch)
+fused_moe = on_device(shared.fused_moe, _launch)

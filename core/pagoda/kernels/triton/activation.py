@@ -7,7 +7,7 @@ import torch
 import triton
 import triton.language as tl
 
-from pagoda.kernels.triton.common import pow2, rows
+from pagoda.kernels.triton.common import pow2, rows, wait_for_prior_kernels
 from pagoda.kernels.triton.launch import DEFAULT_LAUNCH, TritonLaunch
 
 BLOCK = 1024
@@ -18,7 +18,8 @@ _GELU_KINDS = {"none": _GELU, "tanh": _GELU_TANH}
 
 @triton.jit
 def _gated_kernel(out_ptr, x_ptr, d, stride_out, stride_x, ACT: tl.constexpr,
-                  BLOCK: tl.constexpr):
+                  BLOCK: tl.constexpr, PDL: tl.constexpr):
+    wait_for_prior_kernels(PDL)
     row = tl.program_id(0).to(tl.int64)
     offs = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
     ok = offs < d
@@ -43,7 +44,7 @@ def _gated(x: torch.Tensor, act: int, launch: TritonLaunch) -> torch.Tensor:
     if x2.shape[0] and d:
         _gated_kernel[(x2.shape[0], triton.cdiv(d, block))](
             out2, x2, d, out2.stride(0), x2.stride(0), ACT=act, BLOCK=block,
-            **launch.elementwise.kwargs())
+            **launch.elementwise.kwargs(), **launch.dependency())
     return out
 
 

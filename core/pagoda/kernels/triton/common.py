@@ -10,7 +10,30 @@ import triton
 import triton.language as tl
 from triton.runtime.interpreter import InterpretedFunction
 
+try:  # grid dependency control: Triton 3.4 and later
+    from triton.language.extra.cuda import gdc_launch_dependents, gdc_wait
+except ImportError:
+    gdc_launch_dependents = gdc_wait = None
+
 _DOT_DTYPES = {torch.float16: tl.float16, torch.bfloat16: tl.bfloat16}
+
+
+def dependent_launch_supported() -> bool:
+    """Whether this Triton can launch kernels that wait for the one ahead of them
+    (`TritonLaunch.dependent_launch`)."""
+    return gdc_wait is not None
+
+
+@triton.jit
+def wait_for_prior_kernels(PDL: tl.constexpr):
+    """A kernel's first step under programmatic dependent launch (PDL, see
+    `TritonLaunch.dependent_launch`): let the next kernel launch now, and wait until the
+    kernels before this one have finished and their writes are visible. Every program of a
+    kernel launched with PDL calls it before it reads or writes tensors: the next kernel
+    relies on this one's end to imply the end of everything before it."""
+    if PDL:
+        gdc_launch_dependents()
+        gdc_wait()
 
 
 def interpreted(kernel: object) -> bool:

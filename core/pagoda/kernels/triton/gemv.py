@@ -28,7 +28,14 @@ import torch.nn.functional as F
 import triton
 import triton.language as tl
 
-from pagoda.kernels.triton.common import dot_dtype, parallel_units, pow2, rows, unit_last_stride
+from pagoda.kernels.triton.common import (
+    dot_dtype,
+    parallel_units,
+    pow2,
+    rows,
+    unit_last_stride,
+    wait_for_prior_kernels,
+)
 from pagoda.kernels.triton.launch import DEFAULT_LAUNCH, TritonLaunch
 
 MAX_ROWS = 16
@@ -119,10 +126,11 @@ def _gemv_kernel(
     stride_om, stride_xm, stride_wn,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, EVEN_K: tl.constexpr,
     USE_DOT: tl.constexpr, DOT_DTYPE: tl.constexpr, HAS_BIAS: tl.constexpr,
-    NUM_SPLITS: tl.constexpr, STAGES: tl.constexpr,
+    NUM_SPLITS: tl.constexpr, STAGES: tl.constexpr, PDL: tl.constexpr,
 ):
     """Columns [BLOCK_N * program 0, +BLOCK_N) of x W^T over the K range of split
     `program 1`: the output, or float32 partial sums [NUM_SPLITS, M, N] to be added."""
+    wait_for_prior_kernels(PDL)
     split = tl.program_id(1)
     n = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
     m = tl.arange(0, BLOCK_M)
@@ -174,9 +182,10 @@ def _gemv_kernel(
 @triton.jit(do_not_specialize=["M"])
 def _sum_splits_kernel(
     out_ptr, part_ptr, bias_ptr, M, N, stride_om,
-    HAS_BIAS: tl.constexpr, NUM_SPLITS: tl.constexpr, BLOCK: tl.constexpr,
+    HAS_BIAS: tl.constexpr, NUM_SPLITS: tl.constexpr, BLOCK: tl.constexpr, PDL: tl.constexpr,
 ):
     """Row `program 0` of the output: the splits' partial sums added in split order (+ b)."""
+    wait_for_prior_kernels(PDL)
     m = tl.program_id(0)
     n = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
     ok = n < N
@@ -203,7 +212,8 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = No
 def linear_with(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
                 plan: GemvPlan, *, launch: TritonLaunch = DEFAULT_LAUNCH) -> torch.Tensor:
     """`linear` through the kernel as `plan` says, for up to MAX_ROWS rows and any K and N
-    (tests and benchmarks); `launch` only for the kernel that adds split partial sums."""
+    (tests and benchmarks); of `launch`, the kernels take its dependent launch, and the
+    kernel that adds split partial sums its row-kernel parameters."""
     k, n = x.shape[-1], weight.shape[0]
     x2 = rows(x, k)
     m = x2.shape[0]
@@ -225,12 +235,12 @@ def linear_with(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None
         BLOCK_K=plan.block_k, EVEN_K=k % plan.block_k == 0, USE_DOT=plan.use_dot,
         DOT_DTYPE=dot_dtype(x.dtype, _gemv_kernel), HAS_BIAS=bias is not None,
         NUM_SPLITS=splits, STAGES=plan.num_stages, num_warps=plan.num_warps,
-        num_stages=plan.num_stages,
+        num_stages=plan.num_stages, **launch.dependency(),
     )
     if splits > 1:
         block = min(pow2(n), SUM_BLOCK)
         _sum_splits_kernel[(m, triton.cdiv(n, block))](
             out2, part, b, m, n, out2.stride(0), HAS_BIAS=bias is not None, NUM_SPLITS=splits,
-            BLOCK=block, **launch.elementwise.kwargs(),
+            BLOCK=block, **launch.elementwise.kwargs(), **launch.dependency(),
         )
     return out

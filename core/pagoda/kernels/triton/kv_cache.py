@@ -14,7 +14,7 @@ import triton
 import triton.language as tl
 
 from pagoda.attention.backend import FP8_KV_CACHE_DTYPE, FP8_MAX
-from pagoda.kernels.triton.common import pow2, unit_last_stride
+from pagoda.kernels.triton.common import pow2, unit_last_stride, wait_for_prior_kernels
 from pagoda.kernels.triton.launch import DEFAULT_LAUNCH, TritonLaunch
 
 _ROUNDING_BIAS = tl.constexpr(12582912.0)
@@ -52,10 +52,11 @@ def _write_kv_cache_kernel(
     stride_kt, stride_kh, stride_vt, stride_vh,
     stride_cb, stride_cs, stride_ch,
     NUM_KV_HEADS: tl.constexpr, HEAD_SIZE: tl.constexpr, BLOCK_SIZE: tl.constexpr,
-    HEADS_PAD: tl.constexpr, HEAD_PAD: tl.constexpr, FP8: tl.constexpr,
+    HEADS_PAD: tl.constexpr, HEAD_PAD: tl.constexpr, FP8: tl.constexpr, PDL: tl.constexpr,
 ):
     """One token: its [K, D] key and value to slot `slot_mapping[t]` (skipped when < 0).
     With FP8, kv_scales holds (key scale, value scale)."""
+    wait_for_prior_kernels(PDL)
     token = tl.program_id(0).to(tl.int64)
     slot = tl.load(slot_mapping_ptr + token).to(tl.int64)
     if slot < 0:
@@ -97,5 +98,5 @@ def write_kv_cache(
         key_cache.stride(0), key_cache.stride(1), key_cache.stride(2),
         NUM_KV_HEADS=num_kv_heads, HEAD_SIZE=head_size, BLOCK_SIZE=kv_cache.shape[2],
         HEADS_PAD=pow2(num_kv_heads), HEAD_PAD=pow2(head_size), FP8=fp8,
-        **launch.elementwise.kwargs(),
+        **launch.elementwise.kwargs(), **launch.dependency(),
     )

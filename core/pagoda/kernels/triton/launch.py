@@ -2,9 +2,10 @@
 
 A platform whose hardware wants other launch settings than Triton's defaults (e.g. AMD
 GPUs, whose 64-wide wavefronts make Triton's default of 4 "warps" twice the threads it is
-on NVIDIA GPUs) passes a `TritonLaunch` to the launchers' `launch=` argument. The default
-sets nothing: every launch is Triton's default (for the gemv kernel, its own choice by
-shape).
+on NVIDIA GPUs, or NVIDIA GPUs that can launch a kernel before the one ahead of it ends)
+passes a `TritonLaunch` to the launchers' `launch=` argument, for instance through
+`pagoda.kernels.triton.launched`. The default sets nothing: every launch is Triton's
+default (for the gemv kernel, its own choice by shape).
 """
 
 from __future__ import annotations
@@ -42,6 +43,17 @@ class TritonLaunch:
     gemv: LaunchParams = field(default_factory=LaunchParams)
     """`_gemv_kernel`: matmuls of a few rows. None keeps the kernel's own choice for the
     shape (see `pagoda.kernels.triton.gemv.plan_gemv`), not Triton's default."""
+
+    dependent_launch: bool = False
+    """Programmatic dependent launch (NVIDIA GPUs of compute capability 9.0 and up): the
+    kernels of a decode step (matmuls of a few rows, norms, rotary, cache writes, attention,
+    activations) are launched while the kernel ahead of them still runs, and wait for it
+    (`common.wait_for_prior_kernels`) before they touch memory. Saves most of each launch's
+    gap in a step of hundreds of short kernels."""
+
+    def dependency(self) -> dict[str, Any]:
+        """The launch arguments of a kernel taking `PDL` (see `dependent_launch`)."""
+        return {"PDL": True, "launch_pdl": True} if self.dependent_launch else {"PDL": False}
 
 
 DEFAULT_LAUNCH = TritonLaunch()

@@ -6,7 +6,7 @@ import torch
 import triton
 import triton.language as tl
 
-from pagoda.kernels.triton.common import pow2, rows
+from pagoda.kernels.triton.common import pow2, rows, wait_for_prior_kernels
 from pagoda.kernels.triton.launch import DEFAULT_LAUNCH, TritonLaunch
 
 MAX_BLOCK = 8192
@@ -27,9 +27,10 @@ def _row_sum(x_ptr, r_ptr, row_x, row_r, offs, ok, HAS_RESIDUAL: tl.constexpr):
 def _rms_norm_kernel(
     out_ptr, sum_ptr, x_ptr, r_ptr, w_ptr, width, eps,
     stride_out, stride_sum, stride_x, stride_r,
-    HAS_RESIDUAL: tl.constexpr, BLOCK: tl.constexpr,
+    HAS_RESIDUAL: tl.constexpr, BLOCK: tl.constexpr, PDL: tl.constexpr,
 ):
     """out = norm(x (+ residual)) * weight for one row; with a residual, sum = x + residual."""
+    wait_for_prior_kernels(PDL)
     row = tl.program_id(0).to(tl.int64)
     cols = tl.arange(0, BLOCK)
     squares = tl.zeros([BLOCK], dtype=tl.float32)
@@ -65,7 +66,7 @@ def _launch(x: torch.Tensor, residual: torch.Tensor | None, weight: torch.Tensor
             out2, sum2, x2, r2, weight.contiguous(), width, eps,
             out2.stride(0), sum2.stride(0), x2.stride(0), r2.stride(0),
             HAS_RESIDUAL=residual is not None, BLOCK=min(pow2(width), MAX_BLOCK),
-            **launch.elementwise.kwargs(),
+            **launch.elementwise.kwargs(), **launch.dependency(),
         )
     return out, summed if residual is not None else None
 

@@ -17,7 +17,8 @@ int8_linear (int8 weights and activations, exact int32 sums):
 woq_linear (4- or 8-bit codes per group, x as it is):
   M <= WOQ_GEMV_ROWS   `_woq_gemv_kernel`, else `_woq_gemm_kernel`
 
-Outputs are in x's type; the arithmetic in float32 (int32 for int8 products).
+Outputs are in x's type; the arithmetic in float32 (int32 for int8 products). `launch`:
+the platform's launch parameters, of which the one-row kernels take the dependent launch.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from typing import Any
 import torch
 
 from pagoda.kernels.triton.common import rows
+from pagoda.kernels.triton.launch import DEFAULT_LAUNCH, TritonLaunch
 from pagoda.kernels.triton.quant_prims import quantize_activations
 from pagoda.kernels.triton.row_gemv import fp8_ok_for_row, fp8_row_gemv
 from pagoda.kernels.triton.scaled_gemm import FUSED_MAX_ROWS, GEMV_MAX_ROWS, qgemm, qgemv
@@ -97,7 +99,7 @@ def _empty_case(x2: torch.Tensor, out: torch.Tensor, out2: torch.Tensor,
 
 
 def _scaled_linear(x: torch.Tensor, w: ScaledWeight, bias: torch.Tensor | None,
-                   int8: bool) -> torch.Tensor:
+                   int8: bool, launch: TritonLaunch) -> torch.Tensor:
     k, n = x.shape[-1], w.shape[0]
     x2 = rows(x, k)
     m = x2.shape[0]
@@ -106,7 +108,7 @@ def _scaled_linear(x: torch.Tensor, w: ScaledWeight, bias: torch.Tensor | None,
         return done
     static = w.input_scale
     if m == 1 and not int8 and not w.block and fp8_ok_for_row(w.weight):
-        fp8_row_gemv(out2, x2, static, w.weight, w.scale, bias)
+        fp8_row_gemv(out2, x2, static, w.weight, w.scale, bias, launch=launch)
         return out
     if m <= GEMV_MAX_ROWS and (m <= FUSED_MAX_ROWS or static is not None or w.block):
         qgemv(out2, x2, static, w.weight, w.scale, bias, x_mode=0 if static is None else 1,
@@ -130,20 +132,20 @@ def _scaled_mm_ok(x2: torch.Tensor, k: int, n: int) -> bool:
     return (x2.is_cuda and x2.dtype in SCALED_MM_DTYPES and k % 16 == 0 and n % 16 == 0)
 
 
-def fp8_linear(x: torch.Tensor, weight: ScaledWeight,
-               bias: torch.Tensor | None = None) -> torch.Tensor:
+def fp8_linear(x: torch.Tensor, weight: ScaledWeight, bias: torch.Tensor | None = None, *,
+               launch: TritonLaunch = DEFAULT_LAUNCH) -> torch.Tensor:
     """See `pagoda.ops.quant_reference.fp8_linear`; `weight` from `prepare_fp8`."""
-    return _scaled_linear(x, weight, bias, int8=False)
+    return _scaled_linear(x, weight, bias, False, launch)
 
 
-def int8_linear(x: torch.Tensor, weight: ScaledWeight,
-                bias: torch.Tensor | None = None) -> torch.Tensor:
+def int8_linear(x: torch.Tensor, weight: ScaledWeight, bias: torch.Tensor | None = None, *,
+                launch: TritonLaunch = DEFAULT_LAUNCH) -> torch.Tensor:
     """See `pagoda.ops.quant_reference.int8_linear`; `weight` from `prepare_int8`."""
-    return _scaled_linear(x, weight, bias, int8=True)
+    return _scaled_linear(x, weight, bias, True, launch)
 
 
-def woq_linear(x: torch.Tensor, weight: PackedGroupWeight,
-               bias: torch.Tensor | None = None) -> torch.Tensor:
+def woq_linear(x: torch.Tensor, weight: PackedGroupWeight, bias: torch.Tensor | None = None, *,
+               launch: TritonLaunch = DEFAULT_LAUNCH) -> torch.Tensor:
     """See `pagoda.ops.quant_reference.woq_linear`; `weight` from `prepare_woq`."""
     k, n = x.shape[-1], weight.shape[0]
     x2 = rows(x, k)
@@ -151,7 +153,7 @@ def woq_linear(x: torch.Tensor, weight: PackedGroupWeight,
     if (done := _empty_case(x2, out, out2, bias)) is not None:
         return done
     if x2.shape[0] <= WOQ_GEMV_ROWS:
-        woq_gemv(out2, x2, weight, bias)
+        woq_gemv(out2, x2, weight, bias, launch=launch)
     else:
         woq_gemm(out2, x2, weight, bias)
     return out

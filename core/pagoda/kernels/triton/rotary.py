@@ -6,7 +6,7 @@ import torch
 import triton
 import triton.language as tl
 
-from pagoda.kernels.triton.common import pow2, unit_last_stride
+from pagoda.kernels.triton.common import pow2, unit_last_stride, wait_for_prior_kernels
 from pagoda.kernels.triton.launch import DEFAULT_LAUNCH, TritonLaunch
 
 
@@ -46,7 +46,9 @@ def _rotary_kernel(
     NUM_HEADS: tl.constexpr, NUM_KV_HEADS: tl.constexpr, HEAD_SIZE: tl.constexpr,
     ROT_DIM: tl.constexpr, IS_NEOX: tl.constexpr, HEADS_PAD: tl.constexpr,
     KV_HEADS_PAD: tl.constexpr, HALF_PAD: tl.constexpr, HEAD_PAD: tl.constexpr,
+    PDL: tl.constexpr,
 ):
+    wait_for_prior_kernels(PDL)
     token = tl.program_id(0).to(tl.int64)
     pos = tl.load(positions_ptr + token).to(tl.int64)
     pairs = tl.arange(0, HALF_PAD)[None, :]
@@ -86,6 +88,6 @@ def rotary_embedding(
             NUM_HEADS=num_heads, NUM_KV_HEADS=num_kv_heads, HEAD_SIZE=head_size,
             ROT_DIM=rot_dim, IS_NEOX=is_neox, HEADS_PAD=pow2(num_heads),
             KV_HEADS_PAD=pow2(num_kv_heads), HALF_PAD=pow2(rot_dim // 2),
-            HEAD_PAD=pow2(head_size), **launch.elementwise.kwargs(),
+            HEAD_PAD=pow2(head_size), **launch.elementwise.kwargs(), **launch.dependency(),
         )
     return q_out, k_out

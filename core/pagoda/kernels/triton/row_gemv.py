@@ -35,8 +35,15 @@ import torch
 import triton
 import triton.language as tl
 
-from pagoda.kernels.triton.common import GemvTiles, interpreted, parallel_units, pow2
+from pagoda.kernels.triton.common import (
+    GemvTiles,
+    interpreted,
+    parallel_units,
+    pow2,
+    wait_for_prior_kernels,
+)
 from pagoda.kernels.triton.gemv import SUM_BLOCK, _sum_splits_kernel, num_k_splits
+from pagoda.kernels.triton.launch import DEFAULT_LAUNCH, TritonLaunch
 from pagoda.kernels.triton.quant_prims import MIN_SCALE_C, round_fp8
 
 FP8_X_SHIFT = tl.constexpr(2.0**64)
@@ -121,13 +128,14 @@ def _fp8_row_gemv_kernel(
     out_ptr, part_ptr, x_ptr, xs_ptr, w_ptr, ws_ptr, bias_ptr, N, K, split_words, stride_ww,
     STATIC: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, EVEN_K: tl.constexpr,
     HAS_BIAS: tl.constexpr, NUM_SPLITS: tl.constexpr, STAGES: tl.constexpr,
-    X_BLOCK: tl.constexpr, ASM: tl.constexpr,
+    X_BLOCK: tl.constexpr, ASM: tl.constexpr, PDL: tl.constexpr,
 ):
     """Columns [BLOCK_N * program 0, +BLOCK_N) of x [1, K] W^T over the words of split
     `program 1` (the output, or float32 partial sums [NUM_SPLITS, 1, N]); x is quantized
     per token (a first pass for its amax, X_BLOCK inputs a load) or by the static scale xs.
     ASM converts codes with PTX conversions (`_e4m3_lanes`), else by bit moves. Offsets
     and strides count words, so that their alignment is known and loads are 16 bytes."""
+    wait_for_prior_kernels(PDL)
     WORDS: tl.constexpr = BLOCK_K // 4
     split = tl.program_id(1)
     n = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
@@ -183,9 +191,11 @@ def _fp8_row_gemv_kernel(
 
 def fp8_row_gemv(out2: torch.Tensor, x2: torch.Tensor, static: torch.Tensor | None,
                  weight: torch.Tensor, wscale: torch.Tensor, bias: torch.Tensor | None,
-                 plan: GemvTiles | None = None) -> torch.Tensor:
+                 plan: GemvTiles | None = None, *,
+                 launch: TritonLaunch = DEFAULT_LAUNCH) -> torch.Tensor:
     """out2 [1, N] = fp8_linear of x2 [1, K] (quantized per token, or by `static`) with the
-    e4m3 weight [N, K] (`fp8_ok_for_row`) and its float32 row scales [N]."""
+    e4m3 weight [N, K] (`fp8_ok_for_row`) and its float32 row scales [N], launched with
+    `launch`'s dependent launch."""
     n, k = weight.shape
     plan = plan or plan_row_gemv(n, k, parallel_units(x2.device))
     split_len = triton.cdiv(triton.cdiv(k, plan.num_splits), plan.block_k) * plan.block_k
@@ -200,11 +210,11 @@ def fp8_row_gemv(out2: torch.Tensor, x2: torch.Tensor, static: torch.Tensor | No
         EVEN_K=k % plan.block_k == 0, HAS_BIAS=bias is not None, NUM_SPLITS=splits,
         STAGES=plan.num_stages, X_BLOCK=min(pow2(k, 16), AMAX_BLOCK),
         ASM=not interpreted(_fp8_row_gemv_kernel),
-        num_warps=plan.num_warps, num_stages=plan.num_stages,
+        num_warps=plan.num_warps, num_stages=plan.num_stages, **launch.dependency(),
     )
     if splits > 1:
         blk = min(pow2(n), SUM_BLOCK)
         _sum_splits_kernel[(1, triton.cdiv(n, blk))](
             out2, part, b, 1, n, out2.stride(0), HAS_BIAS=bias is not None,
-            NUM_SPLITS=splits, BLOCK=blk)
+            NUM_SPLITS=splits, BLOCK=blk, **launch.dependency())
     return out2

@@ -33,8 +33,10 @@ from pagoda.kernels.triton.common import (
     grouped_tile,
     parallel_units,
     pow2,
+    wait_for_prior_kernels,
 )
 from pagoda.kernels.triton.gemv import SUM_BLOCK, _sum_splits_kernel, num_k_splits
+from pagoda.kernels.triton.launch import DEFAULT_LAUNCH, TritonLaunch
 from pagoda.kernels.triton.quant_prims import pack_codes, unpack_codes
 from pagoda.quant.tensors import GroupQuantWeight
 
@@ -107,11 +109,12 @@ def _woq_gemv_kernel(
     stride_om, stride_xm, stride_wn, stride_sn,
     BITS: tl.constexpr, GROUP: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
     BLOCK_K: tl.constexpr, HAS_BIAS: tl.constexpr, NUM_SPLITS: tl.constexpr,
-    STAGES: tl.constexpr,
+    STAGES: tl.constexpr, PDL: tl.constexpr,
 ):
     """Columns [BLOCK_N * program 0, +BLOCK_N) of x W^T over the words of split
     `program 1` (KW words a row): the output, or float32 partial sums [NUM_SPLITS, M, N].
     The loop counts words, so that the alignment of word offsets is known (16-byte loads)."""
+    wait_for_prior_kernels(PDL)
     PACK: tl.constexpr = 32 // BITS
     GROUPS: tl.constexpr = BLOCK_K // GROUP
     split = tl.program_id(1)
@@ -197,8 +200,10 @@ def _woq_gemm_kernel(
 
 
 def woq_gemv(out2: torch.Tensor, x2: torch.Tensor, weight: PackedGroupWeight,
-             bias: torch.Tensor | None, plan: GemvTiles | None = None) -> torch.Tensor:
-    """`_woq_gemv_kernel` into out2 [M, N] (M up to GEMV_MAX_ROWS)."""
+             bias: torch.Tensor | None, plan: GemvTiles | None = None, *,
+             launch: TritonLaunch = DEFAULT_LAUNCH) -> torch.Tensor:
+    """`_woq_gemv_kernel` into out2 [M, N] (M up to GEMV_MAX_ROWS), launched with
+    `launch`'s dependent launch."""
     m, k = x2.shape
     n = weight.words.shape[0]
     group = weight.group_size
@@ -216,12 +221,13 @@ def woq_gemv(out2: torch.Tensor, x2: torch.Tensor, weight: PackedGroupWeight,
         BITS=weight.bits, GROUP=group, BLOCK_M=pow2(m), BLOCK_N=plan.block_n,
         BLOCK_K=plan.block_k, HAS_BIAS=bias is not None, NUM_SPLITS=splits,
         STAGES=plan.num_stages, num_warps=plan.num_warps, num_stages=plan.num_stages,
+        **launch.dependency(),
     )
     if splits > 1:
         blk = min(pow2(n), SUM_BLOCK)
         _sum_splits_kernel[(m, triton.cdiv(n, blk))](
             out2, part, b, m, n, out2.stride(0), HAS_BIAS=bias is not None,
-            NUM_SPLITS=splits, BLOCK=blk)
+            NUM_SPLITS=splits, BLOCK=blk, **launch.dependency())
     return out2
 
 
