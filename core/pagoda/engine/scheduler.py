@@ -58,7 +58,7 @@ class Scheduler:
         above); with several, it waits for the token, and each step takes at most its
         share (1 / stages) of the requests, so that consecutive steps hold different
         requests and every stage has work. `proposer`: the drafts of speculative
-        requests."""
+        requests (a draft model's: placeholders the worker fills)."""
         self.config = config
         self.stages = stages
         self.placeholders = stages == 1
