@@ -118,16 +118,18 @@ def test_seeded_sampling_is_reproducible(checkpoints):
 @pytest.mark.parametrize(("options", "match"), [
     ({"speculative_method": "draft"}, "speculative_model: needed by speculative_method draft"),
     ({"speculative_method": "ngram", "speculative_model": "x"}, "speculative_model: needed"),
-    ({"speculative_method": "draft", "speculative_model": "x", "pipeline_parallel_size": 2},
-     "speculative_method draft: not supported with"),
-    ({"speculative_method": "draft", "speculative_model": "x", "tensor_parallel_size": 2},
-     "speculative_method draft: not supported with"),
     ({"speculative_method": "draft", "speculative_model": "x", "speculative_dtype": "fp7"},
      "dtype must be auto or one of"),
 ])
 def test_config_checks_name_the_field(options, match):
     with pytest.raises(ValueError, match=match):
         EngineConfig.from_kwargs(device="cpu", **options)
+
+
+@pytest.mark.parametrize("parallel", ["tensor_parallel_size", "pipeline_parallel_size"])
+def test_a_draft_model_on_several_devices_is_refused(checkpoints, parallel):
+    with pytest.raises(ValueError, match="speculative_method draft: not supported with"):
+        _llm(checkpoints["llama"], **_draft(checkpoints["qwen2"]), **{parallel: 2})
 
 
 def test_a_draft_of_another_vocabulary_is_refused(checkpoints, tmp_path):

@@ -283,6 +283,10 @@ class SpeculativeConfig:
     with a grammar, a thinking budget, penalties, bad words or logprobs do not speculate."""
     num_speculative_tokens: int = 3
     """Tokens proposed (and verified) per request and step."""
+    prompt_lookup_min: int = 1
+    """Shortest n-gram looked up (ngram)."""
+    prompt_lookup_max: int = 4
+    """Longest n-gram looked up, tried first (ngram)."""
     speculative_model: str | None = None
     """The draft model (draft): an HF directory, .gguf file or hub id of any architecture
     served, with the target's vocabulary; loaded like the model (load_format applies)."""
@@ -290,10 +294,6 @@ class SpeculativeConfig:
     """The draft model's dtype (see dtype); None: the model's."""
     speculative_quantization: str | None = None
     """The draft model's quantization (see quantization); None: the model's."""
-    prompt_lookup_min: int = 1
-    """Shortest n-gram looked up (ngram)."""
-    prompt_lookup_max: int = 4
-    """Longest n-gram looked up, tried first (ngram)."""
 
     def __post_init__(self) -> None:
         check_choices(self)
@@ -347,10 +347,6 @@ class EngineConfig:
         if self.speculative.speculative_method is not None and self.model.runner == "pooling":
             raise ValueError("speculative_method: a pooling model (runner pooling) generates "
                              "no tokens to speculate on")
-        if self.speculative.speculative_method == "draft" and self.parallel.world_size > 1:
-            raise ValueError("speculative_method draft: not supported with "
-                             "tensor_parallel_size or pipeline_parallel_size above 1 yet "
-                             "(the draft model runs on the target's one device)")
         self.device = choose_device(self.device, get_registries())
 
     @classmethod

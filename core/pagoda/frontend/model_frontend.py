@@ -45,12 +45,18 @@ def derive_max_model_len(hf_config: Any, requested: int | None,
     return requested
 
 
-def check_draft_vocabulary(draft: str, hf_config: Any, tokenizer: Any) -> None:
-    """ValueError naming speculative_model unless the draft model's vocabulary is the
+def check_draft_model(config: EngineConfig, hf_config: Any, tokenizer: Any) -> None:
+    """ValueError naming the field where the draft model (speculative_model) cannot serve
+    the model: on several devices (not supported yet), or unless its vocabulary is the
     model's: the same number of token ids (the LM heads' rows, compared as probabilities
     token by token), and for those ids the same tokens in both tokenizers (tokens past
     them, which neither model outputs, may differ)."""
-    source = resolve_model(draft)
+    if config.parallel.world_size > 1:
+        raise ValueError("speculative_method draft: not supported with tensor_parallel_size "
+                         "or pipeline_parallel_size above 1 yet (the draft model runs on "
+                         "the model's one device)")
+    assert config.speculative.speculative_model is not None
+    source = resolve_model(config.speculative.speculative_model)
     size = source.hf_config().get_text_config().vocab_size
     expected = hf_config.get_text_config().vocab_size
     if size != expected:
@@ -92,7 +98,7 @@ class ModelFrontend:
             eos = tokenizer.eos_token_id
         defaults = source.generation_defaults() if config.model.generation_config == "auto" else {}
         if config.speculative.speculative_model is not None:
-            check_draft_vocabulary(config.speculative.speculative_model, hf_config, tokenizer)
+            check_draft_model(config, hf_config, tokenizer)
         return cls(source, hf_config, tokenizer, eos, defaults)
 
     @property
