@@ -67,12 +67,13 @@ class Worker(WorkerBase):
                              expert_parallel=parallel.enable_expert_parallel)
         torch.manual_seed(self.config.model.seed)
 
-    def _dtypes(self, hf_config: Any = None, dtype: str | None = None
-                ) -> tuple[torch.dtype, torch.dtype]:
-        """(weights', KV cache's) dtypes of the model, or of `hf_config`'s model at `dtype`
-        (the draft model)."""
-        dtype = self.platform.model_dtype(parse_dtype(dtype or self.config.model.dtype),
-                                          hf_config or self.hf_config)
+    def _dtypes(self, draft_config: Any = None) -> tuple[torch.dtype, torch.dtype]:
+        """(weights', KV cache's) dtypes of the model; with `draft_config`, of the draft
+        model (speculative_dtype, else the model's)."""
+        dtype = self.platform.model_dtype(parse_dtype(self.config.model.dtype), self.hf_config)
+        draft_dtype = self.config.speculative.speculative_dtype
+        if draft_config is not None and draft_dtype is not None:
+            dtype = self.platform.model_dtype(parse_dtype(draft_dtype), draft_config)
         kv_dtype = parse_kv_cache_dtype(self.config.cache.kv_cache_dtype) or dtype
         return dtype, kv_dtype
 
@@ -132,7 +133,7 @@ class Worker(WorkerBase):
         assert spec.speculative_model is not None
         source = resolve_model(spec.speculative_model)
         hf_config = source.hf_config()
-        dtype, kv_dtype = self._dtypes(hf_config, spec.speculative_dtype)
+        dtype, kv_dtype = self._dtypes(hf_config)
         try:  # (a model that pools is refused here: it cannot generate)
             model, attn_backend, quant_method, _ = self._build(
                 source, hf_config, dtype, kv_dtype,
