@@ -14,6 +14,8 @@ import torch
 
 from pagoda import LLM, SamplingParams
 from pagoda.config import EngineConfig
+from pagoda.worker.decode_graphs import DecodeGraphs
+from tests.engine.test_decode_graphs import RerunCapture
 from tests.engine.test_speculative import (
     ALLOWED,
     GREEDY,
@@ -133,6 +135,25 @@ def test_the_draft_runs_in_its_own_dtype_and_the_tokens_are_the_targets(checkpoi
     assert next(worker.draft.model.parameters()).dtype == torch.bfloat16
     assert worker.runner.drafter.kv_caches[0].dtype == torch.bfloat16
     assert next(worker.model.parameters()).dtype == torch.float32
+
+
+def test_the_drafts_single_token_forwards_replay_decode_graphs(checkpoints, hf_tokens):
+    """The draft's forwards of one token a request go through decode graphs (a stand-in
+    capture that re-runs the function on the static buffers, as test_decode_graphs.py's):
+    the target as its own draft still has every draft accepted (greedy tokens are the
+    target's whatever the drafts)."""
+    llm = _llm(checkpoints["llama"], **_draft(checkpoints["llama"]),
+               attention_backend="reference")
+    drafter = llm.engine.core.executor.worker.runner.drafter
+    capture = RerunCapture()
+    drafter.graphs = DecodeGraphs(drafter.model, drafter.kv_caches, drafter.builder, capture,
+                                  [1, 2, 4], max_blocks_per_seq=16, block_size=4,
+                                  device=drafter.device)
+    drafter.graphs.capture_all()
+    outputs = _generate(llm, GREEDY)
+    assert [o.outputs[0].token_ids for o in outputs] == hf_tokens
+    assert capture.replays >= 2 * (NEW_TOKENS // 4)  # two a step after the first at least
+    assert _accepted(outputs) == _drafted(outputs) > 0
 
 
 @pytest.mark.parametrize(("options", "match"), [

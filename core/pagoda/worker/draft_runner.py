@@ -25,6 +25,7 @@ from pagoda.attention.backend import AttentionBackend, AttentionMetadataBuilder,
 from pagoda.engine.scheduler_output import ScheduledRequest, SchedulerOutput
 from pagoda.platforms.step_padding import StepPadding
 from pagoda.sample import Sampler, SamplingState
+from pagoda.worker.decode_graphs import DecodeGraphs
 from pagoda.worker.kv_caches import allocate_kv_caches
 from pagoda.worker.step_inputs import StepInputs, build_step_inputs
 from pagoda.worker.step_result import SampledRow
@@ -92,6 +93,9 @@ class DraftRunner:
         self.padding = padding
         self.computed: dict[str, int] = {}
         """Request id -> positions whose KV the draft's cache holds."""
+        self.graphs: DecodeGraphs | None = None
+        """Its forwards of one token a request replayed from device graphs (the proposing
+        ones after the first, and a first one with nothing to catch up)."""
 
     def propose(self, step: SchedulerOutput, states: dict[str, SamplingState],
                 fill_in_flight: Callable[[list[ScheduledRequest], StepInputs], None]
@@ -172,5 +176,7 @@ class DraftRunner:
         return self._forward(inputs)[: len(items)]
 
     def _forward(self, inputs: StepInputs) -> torch.Tensor:
+        if self.graphs is not None and self.graphs.can_run(inputs):
+            return self.graphs.run(inputs)
         return self.model(inputs.input_ids, inputs.positions, self.kv_caches,
                           self.builder.build(inputs.metadata))

@@ -239,6 +239,13 @@ class Worker(WorkerBase):
             self.runner.graphs = DecodeGraphs(self.model, kv_caches, builder, capture, sizes,
                                               max_blocks, block_size, self.device)
             self.runner.graphs.capture_all()
+            drafter = self.runner.drafter
+            if (drafter is not None and self.draft is not None
+                    and self.draft.attn_backend.supports_graph_capture):
+                drafter.graphs = DecodeGraphs(drafter.model, drafter.kv_caches,
+                                              drafter.builder, capture, sizes, max_blocks,
+                                              block_size, self.device)
+                drafter.graphs.capture_all()
 
     def execute_model(self, scheduler_output: SchedulerOutput) -> ModelRunnerOutput:
         assert self.runner is not None, "initialize_cache() must run before execute_model()"
