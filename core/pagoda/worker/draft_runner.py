@@ -15,6 +15,7 @@ are simply computed again later, overwriting their KV in both caches.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
@@ -118,13 +119,13 @@ class DraftRunner:
             items.append(replace(item, num_computed_tokens=seen, token_ids=token_ids,
                                  draft_token_ids=[]))
             last = seen + len(token_ids) - 1
+            # Computed: up to its last token, and the drafts but the last (each proposes
+            # the next).
             self.computed[item.request_id] = last + max(k, 1)
             if k:
                 row = SampledRow(item.request_id, state, len(state.output_token_ids),
                                  item.draft_token_ids)
                 proposing.append(_Proposing(item, k, last, row.draw_states()[:k]))
-        if not items:
-            return None
         inputs = build_step_inputs(items, self.block_size, self.device, self.padding)
         fill_in_flight(items, inputs)
         hidden = self._forward(inputs)
@@ -137,25 +138,23 @@ class DraftRunner:
     def _draw_drafts(self, proposing: list[_Proposing], hidden: torch.Tensor) -> DraftProposals:
         """Draw draft j of every request that wants more than j, j = 0, 1, ..., from the
         hidden states at the position before it (`hidden`: those of draft 0)."""
-        tokens: list[torch.Tensor] = []
+        tokens: list[torch.Tensor] = []  # [j]: drafts j of the requests in rows[j]
         probs: list[torch.Tensor | None] = []
-        where: dict[tuple[int, int], int] = {}  # (request, j) -> row of cat(tokens)
+        rows: list[dict[int, int]] = []  # [j]: request (index in proposing) -> its row
         active = list(range(len(proposing)))
-        drawn = 0
         for j in range(max(p.k for p in proposing)):
             if j:
-                previous = [where[i, j - 1] - (drawn - len(tokens[-1])) for i in active]
-                hidden = self._forward_one(proposing, active, j, tokens[-1][
-                    torch.tensor(previous, device=self.device)])
+                before = torch.tensor([rows[-1][i] for i in active], device=self.device)
+                hidden = self._forward_one(proposing, active, j, tokens[-1][before])
             logits = self.model.compute_logits(hidden).to(self.sample_device)
             token, q = self.sampler.propose(logits, [proposing[i].states[j] for i in active])
             tokens.append(token.to(self.device))
             probs.append(q)
-            where.update({(i, j): drawn + n for n, i in enumerate(active)})
-            drawn += len(active)
+            rows.append({i: n for n, i in enumerate(active)})
             active = [i for i in active if proposing[i].k > j + 1]
-        order = torch.tensor([where[i, j] for i, p in enumerate(proposing) for j in range(p.k)],
-                             device=self.device)
+        starts = list(itertools.accumulate((len(t) for t in tokens), initial=0))
+        order = torch.tensor([starts[j] + rows[j][i] for i, p in enumerate(proposing)
+                              for j in range(p.k)], device=self.device)
         q_all = None
         if any(q is not None for q in probs):
             vocab = next(q for q in probs if q is not None).shape[1]
