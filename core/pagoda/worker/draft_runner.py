@@ -133,7 +133,7 @@ class DraftRunner:
             return None
         index = {item.request_id: i for i, item in enumerate(items)}
         rows = [inputs.last_token_index[index[p.item.request_id]] for p in proposing]
-        return self._draw_drafts(proposing, hidden[torch.tensor(rows, device=self.device)])
+        return self._draw_drafts(proposing, hidden[self._index(rows)])
 
     def _draw_drafts(self, proposing: list[_Proposing], hidden: torch.Tensor) -> DraftProposals:
         """Draw draft j of every request that wants more than j, j = 0, 1, ..., from the
@@ -144,7 +144,7 @@ class DraftRunner:
         active = list(range(len(proposing)))
         for j in range(max(p.k for p in proposing)):
             if j:
-                before = torch.tensor([rows[-1][i] for i in active], device=self.device)
+                before = self._index([rows[-1][i] for i in active])
                 hidden = self._forward_one(proposing, active, j, tokens[-1][before])
             logits = self.model.compute_logits(hidden).to(self.sample_device)
             token, q = self.sampler.propose(logits, [proposing[i].states[j] for i in active])
@@ -153,8 +153,8 @@ class DraftRunner:
             rows.append({i: n for n, i in enumerate(active)})
             active = [i for i in active if proposing[i].k > j + 1]
         starts = list(itertools.accumulate((len(t) for t in tokens), initial=0))
-        order = torch.tensor([starts[j] + rows[j][i] for i, p in enumerate(proposing)
-                              for j in range(p.k)], device=self.device)
+        order = self._index([starts[j] + rows[j][i] for i, p in enumerate(proposing)
+                             for j in range(p.k)])
         q_all = None
         if any(q is not None for q in probs):
             vocab = next(q for q in probs if q is not None).shape[1]
@@ -162,6 +162,10 @@ class DraftRunner:
                                torch.zeros(len(t), vocab, device=self.sample_device)
                                for q, t in zip(probs, tokens)])[order.to(self.sample_device)]
         return DraftProposals(torch.cat(tokens)[order], q_all)
+
+    def _index(self, values: list[int]) -> torch.Tensor:
+        """int64 `values` on the device, copied without waiting for the work queued."""
+        return torch.tensor(values, dtype=torch.int64).to(self.device, non_blocking=True)
 
     def _forward_one(self, proposing: list[_Proposing], active: list[int], j: int,
                      previous: torch.Tensor) -> torch.Tensor:
