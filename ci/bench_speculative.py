@@ -25,6 +25,8 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -112,12 +114,56 @@ def main() -> None:
     parser.add_argument("--output-json", default=None)
     parser.add_argument("--smoke", action="store_true",
                         help="tiny random target and draft on the CPU, dummy weights")
+    parser.add_argument("--only", choices=["plain", "speculative"], default=None,
+                        help=argparse.SUPPRESS)  # one run, in a process of its own
+    parser.add_argument("--tokens-json", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.only:
+        _only(args)
+        return
     if args.smoke:
         args.model, args.draft_model = _smoke_models(Path(tempfile.mkdtemp()))
         args.method, args.load_format, args.random_prompts = "draft", "dummy", 32
         args.requests, args.max_tokens = 2, 16
+    # Each run in a process of its own: the first engine's device memory is all back.
+    runs = {}
+    for name in ("plain", "speculative"):
+        with tempfile.TemporaryDirectory() as tmp:
+            out = Path(tmp) / "run.json"
+            subprocess.run([sys.executable, __file__, *_forwarded(args), "--only", name,
+                            "--tokens-json", str(out)], check=True)
+            runs[name] = json.loads(out.read_text())
+        r = runs[name]
+        print(f"{name}: {r['output_tokens']} tokens in {r['elapsed_s']:.2f} s = "
+              f"{r['output_tokens_per_s']:.1f} tok/s, "
+              f"{1e3 * r['time_per_output_token_s']:.2f} ms per output token"
+              + (f"; drafts accepted {r['accepted_tokens']} of {r['draft_tokens']}"
+                 if r["draft_tokens"] else ""), flush=True)
+    # float32 gives the same tokens; bf16 may not (a step of k + 1 tokens rounds otherwise
+    # than k + 1 steps of one, and dummy weights' logits nearly tie).
+    same = sum(a == b for a, b in zip(runs["plain"]["tokens"], runs["speculative"]["tokens"]))
+    print(f"greedy tokens identical with and without speculation in {same} of "
+          f"{args.requests} requests")
+    if args.output_json:
+        Path(args.output_json).write_text(json.dumps(
+            {name: {k: v for k, v in r.items() if k != "tokens"} for name, r in runs.items()}
+            | {"method": args.method, "identical_requests": same, "requests": args.requests},
+            indent=2))
+    assert not args.smoke or same == args.requests, "greedy tokens differ with speculation"
 
+
+def _forwarded(args: argparse.Namespace) -> list[str]:
+    """The options of one run, as given to this script."""
+    argv = [args.model] if args.model else []
+    for name in ("device", "requests", "max_tokens", "num_speculative_tokens", "method",
+                 "draft_model", "load_format", "dtype", "random_prompts"):
+        if getattr(args, name) is not None:
+            argv += [f"--{name.replace('_', '-')}", str(getattr(args, name))]
+    return argv
+
+
+def _only(args: argparse.Namespace) -> None:
+    """One run (plain or speculative); its figures and tokens to --tokens-json."""
     from pagoda import LLM, SamplingParams
 
     chat = args.random_prompts is None
@@ -135,28 +181,9 @@ def main() -> None:
                    "num_speculative_tokens": args.num_speculative_tokens}
     if args.method == "draft":
         speculative["speculative_model"] = args.draft_model
-    runs = {}
-    for name, options in (("plain", {}), (args.method, speculative)):
-        llm = LLM(args.model, device=args.device, load_format=args.load_format,
-                  dtype=args.dtype, **options)
-        runs[name] = _run(llm, prompts, params, chat)
-        r = runs[name]
-        print(f"{name}: {r['output_tokens']} tokens in {r['elapsed_s']:.2f} s = "
-              f"{r['output_tokens_per_s']:.1f} tok/s, "
-              f"{1e3 * r['time_per_output_token_s']:.2f} ms per output token"
-              + (f"; drafts accepted {r['accepted_tokens']} of {r['draft_tokens']}"
-                 if r["draft_tokens"] else ""))
-        del llm
-    # float32 gives the same tokens; bf16 may not (a step of k + 1 tokens rounds otherwise
-    # than k + 1 steps of one, and dummy weights' logits nearly tie).
-    same = sum(a == b for a, b in zip(runs["plain"]["tokens"], runs[args.method]["tokens"]))
-    print(f"greedy tokens identical with and without speculation in {same} of "
-          f"{len(prompts)} requests")
-    if args.output_json:
-        Path(args.output_json).write_text(json.dumps(
-            {name: {k: v for k, v in r.items() if k != "tokens"} for name, r in runs.items()}
-            | {"identical_requests": same, "requests": len(prompts)}, indent=2))
-    assert not args.smoke or same == len(prompts), "greedy tokens differ with speculation"
+    llm = LLM(args.model, device=args.device, load_format=args.load_format, dtype=args.dtype,
+              **(speculative if args.only == "speculative" else {}))
+    Path(args.tokens_json).write_text(json.dumps(_run(llm, prompts, params, chat)))
 
 
 if __name__ == "__main__":
