@@ -118,15 +118,15 @@ def test_seeded_sampling_is_reproducible(checkpoints):
     assert 0 < _accepted(batch) < _drafted(batch)
 
 
-def test_the_draft_runs_in_its_own_dtype_and_the_tokens_are_the_targets(checkpoints,
-                                                                        hf_tokens):
-    """A bfloat16 draft for a float32 target: its cache too is bfloat16 (each block's
-    memory budgeted for both caches), and greedy tokens are still HF's float32 ones (the
-    target decides them)."""
+def test_the_draft_runs_in_its_own_dtype_and_quantization(checkpoints, hf_tokens):
+    """A bfloat16 draft with INT8 weights for a float32 target: its cache too is bfloat16
+    (each block's memory budgeted for both caches), and greedy tokens are still HF's
+    float32 ones (the target decides them)."""
     # A block of 4 tokens, 2 layers of 2 KV heads of 16, keys and values: 2048 bytes in
     # float32 (the target), 1024 in bfloat16 (the draft).
     llm = _llm(checkpoints["llama"], **_draft(checkpoints["qwen2"]),
-               speculative_dtype="bfloat16", num_kv_blocks=None,
+               speculative_dtype="bfloat16", speculative_quantization="int8",
+               num_kv_blocks=None,
                kv_cache_memory=100 * (2048 + 1024))
     assert llm.engine.core.num_blocks == 100
     outputs = _generate(llm, GREEDY)
@@ -135,6 +135,9 @@ def test_the_draft_runs_in_its_own_dtype_and_the_tokens_are_the_targets(checkpoi
     assert next(worker.draft.model.parameters()).dtype == torch.bfloat16
     assert worker.runner.drafter.kv_caches[0].dtype == torch.bfloat16
     assert next(worker.model.parameters()).dtype == torch.float32
+    assert {m.quant_method.name for m in worker.draft.model.modules()
+            if hasattr(m, "quant_method")} == {"int8"}
+    assert worker.quant_method.name != "int8"
 
 
 def test_the_drafts_single_token_forwards_replay_decode_graphs(checkpoints, hf_tokens):
