@@ -1,14 +1,36 @@
-"""Speculative decoding (n-gram prompt lookup) beside plain decoding, in one run, on a
-copy-heavy workload: prompts whose answers repeat spans of the prompt (a function to
-rewrite). Greedy, so both runs must give the same tokens (checked).
+"""Speculative decoding beside plain decoding, in one run. Greedy, so both runs give the
+same tokens (counted; checked in the smoke test, float32).
 
-    python ci/bench_speculative.py [--device cpu] [--requests 8] [--max-tokens 128] [MODEL]
+Two workloads:
+- copy-heavy (default): chat prompts whose answers repeat spans of the prompt (a function
+  to rewrite), with n-gram prompt lookup (or a draft model);
+- random (`--random-prompts LEN`): token-id prompts of LEN tokens, for dummy weights (the
+  8B shape with a 0.6B-shape draft: `--method draft --draft-model DIR --load-format dummy`;
+  random weights agree on almost nothing, so drafts are rarely accepted and the figures
+  bound the cost of proposing and verifying).
+
+Per run: output tokens per second, the mean time per output token after the first (from
+each request's first and last token times), drafts accepted of proposed.
+
+    python ci/bench_speculative.py [--device cpu] [--requests 8] [--max-tokens 128]
+        [--method ngram|draft] [--draft-model DIR] [--load-format auto|dummy]
+        [--dtype auto] [--random-prompts LEN] [--output-json PATH] [MODEL]
+
+A CPU smoke test of the draft path, on tiny random models:
+    python ci/bench_speculative.py --smoke
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import random
+import subprocess
+import sys
+import tempfile
 import time
+from pathlib import Path
+from typing import Any
 
 FUNCTION = '''def fibonacci(n):
     """The n-th Fibonacci number."""
@@ -27,6 +49,56 @@ TASKS = ["Rename fibonacci to fib everywhere and show the whole code.",
          "Change the loop in main to go to 20 and show the whole code."]
 
 
+def _smoke_models(root: Path) -> tuple[str, str]:
+    """A tiny Llama target and a tiny Qwen3 draft sharing its vocabulary (config and
+    tokenizer only: they run with dummy weights)."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from stand_in_tokenizer import save_stand_in_tokenizer
+
+    common = {"vocab_size": 512, "bos_token_id": 1, "eos_token_id": 2,
+              "max_position_embeddings": 1024, "torch_dtype": "float32", "rms_norm_eps": 1e-6,
+              "num_attention_heads": 4, "num_key_value_heads": 2, "hidden_act": "silu"}
+    configs = {
+        "target": {"architectures": ["LlamaForCausalLM"], "model_type": "llama",
+                   "hidden_size": 128, "intermediate_size": 256, "num_hidden_layers": 4,
+                   "rope_theta": 10000.0, **common},
+        "draft": {"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3",
+                  "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
+                  "head_dim": 16, "rope_theta": 10000.0, "tie_word_embeddings": True,
+                  **common},
+    }
+    for name, config in configs.items():
+        (root / name).mkdir()
+        (root / name / "config.json").write_text(json.dumps(config))
+        save_stand_in_tokenizer(root / name)
+    return str(root / "target"), str(root / "draft")
+
+
+def _run(llm: Any, prompts: list[Any], params: Any, chat: bool) -> dict[str, Any]:
+    """Generate once; the run's figures and tokens."""
+    from pagoda import SamplingParams
+
+    warm = SamplingParams(max_tokens=4)
+    if chat:
+        llm.chat(prompts[:1], warm, use_tqdm=False)
+    else:
+        llm.generate(prompts[:1], warm, use_tqdm=False)
+    start = time.perf_counter()
+    outputs = (llm.chat if chat else llm.generate)(prompts, params, use_tqdm=False)
+    elapsed = time.perf_counter() - start
+    tokens = [o.outputs[0].token_ids for o in outputs]
+    per_token = [(o.metrics["last_token_time"] - o.metrics["first_token_time"]) / (len(t) - 1)
+                 for o, t in zip(outputs, tokens) if len(t) > 1]
+    total = sum(len(t) for t in tokens)
+    return {"tokens": tokens, "output_tokens": total, "elapsed_s": elapsed,
+            "output_tokens_per_s": total / elapsed,
+            "time_per_output_token_s": sum(per_token) / max(len(per_token), 1),
+            "draft_tokens": sum(o.metrics.get("spec_draft_tokens", 0) for o in outputs),
+            "accepted_tokens": sum(o.metrics.get("spec_accepted_tokens", 0) for o in outputs)}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("model", nargs="?", default=None)
@@ -34,32 +106,84 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=8)
     parser.add_argument("--max-tokens", type=int, default=128)
     parser.add_argument("--num-speculative-tokens", type=int, default=4)
+    parser.add_argument("--method", choices=["ngram", "draft"], default="ngram")
+    parser.add_argument("--draft-model", default=None)
+    parser.add_argument("--load-format", default="auto")
+    parser.add_argument("--dtype", default="auto")
+    parser.add_argument("--random-prompts", type=int, default=None, metavar="LEN")
+    parser.add_argument("--output-json", default=None)
+    parser.add_argument("--smoke", action="store_true",
+                        help="tiny random target and draft on the CPU, dummy weights")
+    parser.add_argument("--only", choices=["plain", "speculative"], default=None,
+                        help=argparse.SUPPRESS)  # one run, in a process of its own
+    parser.add_argument("--tokens-json", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.only:
+        _only(args)
+        return
+    if args.smoke:
+        args.model, args.draft_model = _smoke_models(Path(tempfile.mkdtemp()))
+        args.method, args.load_format, args.random_prompts = "draft", "dummy", 32
+        args.requests, args.max_tokens = 2, 16
+    # Each run in a process of its own: the first engine's device memory is all back.
+    runs = {}
+    for name in ("plain", "speculative"):
+        with tempfile.TemporaryDirectory() as tmp:
+            out = Path(tmp) / "run.json"
+            subprocess.run([sys.executable, __file__, *_forwarded(args), "--only", name,
+                            "--tokens-json", str(out)], check=True)
+            runs[name] = json.loads(out.read_text())
+        r = runs[name]
+        print(f"{name}: {r['output_tokens']} tokens in {r['elapsed_s']:.2f} s = "
+              f"{r['output_tokens_per_s']:.1f} tok/s, "
+              f"{1e3 * r['time_per_output_token_s']:.2f} ms per output token"
+              + (f"; drafts accepted {r['accepted_tokens']} of {r['draft_tokens']}"
+                 if r["draft_tokens"] else ""), flush=True)
+    # float32 gives the same tokens; bf16 may not (a step of k + 1 tokens rounds otherwise
+    # than k + 1 steps of one, and dummy weights' logits nearly tie).
+    same = sum(a == b for a, b in zip(runs["plain"]["tokens"], runs["speculative"]["tokens"]))
+    print(f"greedy tokens identical with and without speculation in {same} of "
+          f"{args.requests} requests")
+    if args.output_json:
+        Path(args.output_json).write_text(json.dumps(
+            {name: {k: v for k, v in r.items() if k != "tokens"} for name, r in runs.items()}
+            | {"method": args.method, "identical_requests": same, "requests": args.requests},
+            indent=2))
+    assert not args.smoke or same == args.requests, "greedy tokens differ with speculation"
 
+
+def _forwarded(args: argparse.Namespace) -> list[str]:
+    """The options of one run, as given to this script."""
+    argv = [args.model] if args.model else []
+    for name in ("device", "requests", "max_tokens", "num_speculative_tokens", "method",
+                 "draft_model", "load_format", "dtype", "random_prompts"):
+        if getattr(args, name) is not None:
+            argv += [f"--{name.replace('_', '-')}", str(getattr(args, name))]
+    return argv
+
+
+def _only(args: argparse.Namespace) -> None:
+    """One run (plain or speculative); its figures and tokens to --tokens-json."""
     from pagoda import LLM, SamplingParams
 
-    conversations = [[{"role": "user", "content": f"{FUNCTION}\n{TASKS[i % len(TASKS)]}"}]
-                     for i in range(args.requests)]
-    params = SamplingParams(temperature=0.0, max_tokens=args.max_tokens)
-    runs = {}
-    for name, options in (("plain", {}), ("ngram", {
-            "speculative_method": "ngram",
-            "num_speculative_tokens": args.num_speculative_tokens})):
-        llm = LLM(args.model, device=args.device, **options)
-        llm.chat(conversations[:1], SamplingParams(max_tokens=4), use_tqdm=False)  # warm-up
-        start = time.perf_counter()
-        outputs = llm.chat(conversations, params, use_tqdm=False)
-        elapsed = time.perf_counter() - start
-        tokens = [o.outputs[0].token_ids for o in outputs]
-        drafts = sum(o.metrics.get("spec_draft_tokens", 0) for o in outputs)
-        accepted = sum(o.metrics.get("spec_accepted_tokens", 0) for o in outputs)
-        runs[name] = tokens
-        total = sum(len(t) for t in tokens)
-        print(f"{name}: {total} tokens in {elapsed:.2f} s = {total / elapsed:.1f} tok/s"
-              + (f"; drafts accepted {accepted} of {drafts}" if drafts else ""))
-        del llm
-    assert runs["plain"] == runs["ngram"], "greedy tokens differ with speculation"
-    print("greedy tokens identical with and without speculation")
+    chat = args.random_prompts is None
+    if chat:
+        prompts: list[Any] = [[{"role": "user",
+                                "content": f"{FUNCTION}\n{TASKS[i % len(TASKS)]}"}]
+                              for i in range(args.requests)]
+    else:
+        rng = random.Random(0)
+        prompts = [{"prompt_token_ids": [rng.randrange(3, 500) for _ in range(
+            args.random_prompts)]} for _ in range(args.requests)]
+    params = SamplingParams(temperature=0.0, max_tokens=args.max_tokens,
+                            ignore_eos=not chat)
+    speculative = {"speculative_method": args.method,
+                   "num_speculative_tokens": args.num_speculative_tokens}
+    if args.method == "draft":
+        speculative["speculative_model"] = args.draft_model
+    llm = LLM(args.model, device=args.device, load_format=args.load_format, dtype=args.dtype,
+              **(speculative if args.only == "speculative" else {}))
+    Path(args.tokens_json).write_text(json.dumps(_run(llm, prompts, params, chat)))
 
 
 if __name__ == "__main__":

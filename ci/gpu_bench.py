@@ -20,6 +20,11 @@ Q  quantized weights beside bf16, Pagoda alone: A with FP8 (W8A8, quantized at l
    with FP8 and with INT4 (W4A16, groups of 128)
 S  structured outputs: A (Pagoda alone) with a JSON schema on every request, beside the same
    run without (a stand-in tokenizer with ASCII characters, so JSON can be spelled)
+V  speculative decoding (ci/bench_speculative.py), each beside no speculation: n-gram
+   prompt lookup on the copy-heavy chat workload (the bundled SmolLM2-135M, real weights),
+   and one request (128 in, 128 out) of the 8B shape with a Qwen3-0.6B-shape draft of the
+   8B's vocabulary, 3 drafts a step (time per output token; dummy weights: drafts are
+   rarely accepted, so this is the cost of proposing and verifying)
 
 Dummy bf16 weights, random prompts, ignore_eos. Roofline figures use the H200 as measured
 (../shared/FACTS.md): bf16 matmul 790 TFLOP/s, device copy 4.24 TB/s.
@@ -367,6 +372,44 @@ def gemv(out: Path, llama: Path) -> list[dict]:
     return [cublas_c(out, llama)]
 
 
+def draft_dir(target: Path) -> Path:
+    """The Qwen3-0.6B shape with the target's vocabulary (size, bos, eos) and tokenizer."""
+    path = model_dir("qwen3-0.6b")
+    config = json.loads((path / "config.json").read_text())
+    vocab = json.loads((target / "config.json").read_text())
+    config |= {k: vocab[k] for k in ("vocab_size", "bos_token_id", "eos_token_id")}
+    (path / "config.json").write_text(json.dumps(config))
+    save_stand_in_tokenizer(path)
+    return path
+
+
+def speculative(out: Path, llama: Path) -> list[dict]:
+    """V: n-gram speculation on the copy-heavy workload, and the 8B with a 0.6B-shape draft
+    model on one request, each beside plain decoding."""
+    dummy = ["--load-format", "dummy", "--dtype", "bfloat16"]
+    plans = {
+        "V n-gram, copy-heavy chat, SmolLM2-135M, 8 requests": ["--requests", "8"],
+        "V 8B + 0.6B-shape draft, one request (128,128), k=3": [
+            str(llama), "--method", "draft", "--draft-model", str(draft_dir(llama)), *dummy,
+            "--random-prompts", "128", "--requests", "1", "--num-speculative-tokens", "3"],
+    }
+    rows = []
+    for i, (name, args) in enumerate(plans.items()):
+        result = out / f"V{i}.json"
+        run([sys.executable, str(ROOT / "ci" / "bench_speculative.py"), "--device", "cuda",
+             "--max-tokens", "128", *args, "--output-json", str(result)], out / f"V{i}.log")
+        r = json.loads(result.read_text())
+        plain, spec = r["plain"], r["speculative"]
+        rows.append({"benchmark": name,
+                     "plain out tok/s": plain["output_tokens_per_s"],
+                     "speculative out tok/s": spec["output_tokens_per_s"],
+                     "plain TPOT ms": 1e3 * plain["time_per_output_token_s"],
+                     "speculative TPOT ms": 1e3 * spec["time_per_output_token_s"],
+                     "accepted": f"{spec['accepted_tokens']} of {spec['draft_tokens']}",
+                     "same tokens": f"{r['identical_requests']} of {r['requests']}"})
+    return rows
+
+
 def main() -> int:
     out = Path(sys.argv[1])
     out.mkdir(parents=True, exist_ok=True)
@@ -380,7 +423,7 @@ def main() -> int:
             "E": lambda: bench_e_f(out, llama, s8),
             "G": lambda: gemv(out, llama), "Q": lambda: quantized(out, llama, s8),
             "M": lambda: [bench_m(out, moe, s30)], "N": lambda: [bench_n(out, moe, s30)],
-            "S": lambda: structured(out, s8)}
+            "S": lambda: structured(out, s8), "V": lambda: speculative(out, llama)}
     for key in dict.fromkeys("E" if k == "F" else k for k in wanted):
         try:
             rows += plan[key]()

@@ -140,18 +140,20 @@ def test_stop_strings_end_outputs_as_without_speculation(model_dir, hf_tokens):
     assert _accepted(speculative) > 0
 
 
-def test_seeded_sampling_is_reproducible_and_draws_as_without(model_dir):
-    """A seeded request's n-th token is drawn with its seed and n (speculative or not):
-    the same tokens with drafts, without, and alone or in a batch."""
+def test_seeded_sampling_is_reproducible(model_dir):
+    """A seeded request's draws at a position (its plain draw, the acceptance draw and the
+    redraw) depend on its seed and the position only: the same tokens alone or in a batch,
+    and in another engine that batches differently."""
     params = [SamplingParams(temperature=1.0, seed=seed, max_tokens=NEW_TOKENS,
                              ignore_eos=True, allowed_token_ids=ALLOWED) for seed in range(8)]
     prompts = [STAT_PROMPT] * len(params)
-    plain = _generate(_llm(model_dir), params, prompts)
     llm = _llm(model_dir, **SPECULATIVE)
     batch = _generate(llm, params, prompts)
     (alone,) = _generate(llm, params[:1], prompts[:1])
-    assert [o.outputs[0].token_ids for o in batch] == [o.outputs[0].token_ids for o in plain]
+    again = _generate(_llm(model_dir, **SPECULATIVE, max_num_seqs=3), params, prompts)
     assert alone.outputs[0].token_ids == batch[0].outputs[0].token_ids
+    assert [o.outputs[0].token_ids for o in again] == [o.outputs[0].token_ids for o in batch]
+    assert len({tuple(o.outputs[0].token_ids) for o in batch}) > 1  # the seeds matter
     assert _accepted(batch) > 0
 
 
@@ -170,15 +172,22 @@ def _exact_distribution(path) -> dict[tuple[int, ...], float]:
     return probs
 
 
-def test_sampled_tokens_are_distributed_as_the_model_says(tmp_path):
+@pytest.mark.parametrize("method", ["ngram", "draft"])
+def test_sampled_tokens_are_distributed_as_the_model_says(tmp_path, method):
     """The first STAT_TOKENS tokens of STAT_SAMPLES unseeded requests, with drafts
     verified, against HF's exact distribution: a chi-square test at the 0.1% level (cells
-    expected below 5 are merged). Wrong rules fail it by far (checked once, by hand):
-    accepting every draft (p ~ 0), and on a rejection keeping the draw of the next
-    position instead of the rejecting one (p ~ 1e-25)."""
-    path = make_checkpoint(tmp_path, tiny_configs()["llama"], random_weights=True)
+    expected below 5 are merged). The drafts: prompt lookup's, or a draft model's (a
+    Qwen2 of other random weights: its q differs from p). Wrong rules fail it by far
+    (checked once, by hand): accepting every draft (p ~ 0), on a rejection keeping the
+    draw of the next position instead of the rejecting one (p ~ 1e-25), and for the draft
+    model accepting with probability p(t) instead of min(1, p(t) / q(t))."""
+    path = make_checkpoint(tmp_path / "target", tiny_configs()["llama"], random_weights=True)
     exact = _exact_distribution(path)
-    llm = _llm(path, **SPECULATIVE, max_num_seqs=512, max_num_batched_tokens=4096,
+    speculative = SPECULATIVE if method == "ngram" else {
+        "speculative_method": "draft", "num_speculative_tokens": 2,
+        "speculative_model": str(make_checkpoint(tmp_path / "draft", tiny_configs()["qwen2"],
+                                                 seed=1, random_weights=True))}
+    llm = _llm(path, **speculative, max_num_seqs=512, max_num_batched_tokens=4096,
                num_kv_blocks=2048)
     params = SamplingParams(temperature=1.0, max_tokens=STAT_TOKENS, ignore_eos=True,
                             allowed_token_ids=ALLOWED)

@@ -276,9 +276,10 @@ class SpeculativeConfig:
     model, so a request may gain several tokens a step; outputs are distributed as without
     it (greedy ones are the same tokens)."""
 
-    speculative_method: Literal["ngram"] | None = None
+    speculative_method: Literal["ngram", "draft"] | None = None
     """ngram: propose the tokens that followed the latest earlier occurrence of the
-    request's last n tokens in its prompt and output (prompt lookup); None: off. Requests
+    request's last n tokens in its prompt and output (prompt lookup); draft: a smaller
+    model sharing the vocabulary (speculative_model) proposes them; None: off. Requests
     with a grammar, a thinking budget, penalties, bad words or logprobs do not speculate."""
     num_speculative_tokens: int = 3
     """Tokens proposed (and verified) per request and step."""
@@ -286,6 +287,13 @@ class SpeculativeConfig:
     """Shortest n-gram looked up (ngram)."""
     prompt_lookup_max: int = 4
     """Longest n-gram looked up, tried first (ngram)."""
+    speculative_model: str | None = None
+    """The draft model (draft): an HF directory, .gguf file or hub id of any architecture
+    served, with the target's vocabulary; loaded like the model (load_format applies)."""
+    speculative_dtype: str | None = None
+    """The draft model's dtype (see dtype); None: the model's."""
+    speculative_quantization: str | None = None
+    """The draft model's quantization (see quantization); None: the model's."""
 
     def __post_init__(self) -> None:
         check_choices(self)
@@ -296,6 +304,12 @@ class SpeculativeConfig:
             raise ValueError(f"prompt_lookup_min and prompt_lookup_max must satisfy 1 <= "
                              f"min <= max, got {self.prompt_lookup_min} and "
                              f"{self.prompt_lookup_max}")
+        if (self.speculative_method == "draft") != (self.speculative_model is not None):
+            raise ValueError("speculative_model: needed by speculative_method draft, and "
+                             f"only by it (method {self.speculative_method!r}, model "
+                             f"{self.speculative_model!r})")
+        if self.speculative_dtype is not None:
+            self.speculative_dtype = dtype_name(self.speculative_dtype)
 
 
 @dataclass

@@ -40,7 +40,7 @@ from pagoda.outputs import EngineStats
 from pagoda.platforms import resolve_platform
 from pagoda.plugins.lazy import load_target
 from pagoda.plugins.manager import get_registries, warn_about_failed_plugins
-from pagoda.spec import NgramProposer, can_speculate
+from pagoda.spec import DraftModelSlots, NgramProposer, can_speculate
 from pagoda.structured.engine import GrammarBitmask, Grammars
 
 logger = logging.getLogger(__name__)
@@ -96,8 +96,12 @@ class EngineCore:
             self.executor.shutdown()
             raise ValueError("speculative_method: the model pools (a pooling model generates "
                              "no tokens to speculate on)")
-        self.proposer = None if spec.speculative_method is None else NgramProposer(
-            spec.num_speculative_tokens, spec.prompt_lookup_min, spec.prompt_lookup_max)
+        self.proposer: NgramProposer | DraftModelSlots | None = None
+        if spec.speculative_method == "ngram":
+            self.proposer = NgramProposer(spec.num_speculative_tokens, spec.prompt_lookup_min,
+                                          spec.prompt_lookup_max)
+        elif spec.speculative_method == "draft":  # the worker's draft model fills them
+            self.proposer = DraftModelSlots(spec.num_speculative_tokens)
         self.scheduler = Scheduler(scheduler_config, self.kv_cache, max_model_len,
                                    stages=stages, proposer=self.proposer)
         overlap = config.scheduler.async_scheduling

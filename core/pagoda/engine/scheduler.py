@@ -44,20 +44,21 @@ from pagoda.engine.scheduler_output import (
 )
 
 if TYPE_CHECKING:
-    from pagoda.spec import NgramProposer
+    from pagoda.spec import DraftModelSlots, NgramProposer
 
 logger = logging.getLogger(__name__)
 
 
 class Scheduler:
     def __init__(self, config: SchedulerConfig, kv_cache: KVCacheManager, max_model_len: int,
-                 *, stages: int = 1, proposer: NgramProposer | None = None):
+                 *, stages: int = 1,
+                 proposer: NgramProposer | DraftModelSlots | None = None):
         """`stages`: pipeline stages, each working on a step of its own. With one, a
         request whose token is in flight may be scheduled at that token's position (see
         above); with several, it waits for the token, and each step takes at most its
         share (1 / stages) of the requests, so that consecutive steps hold different
         requests and every stage has work. `proposer`: the drafts of speculative
-        requests."""
+        requests (a draft model's: placeholders the worker fills)."""
         self.config = config
         self.stages = stages
         self.placeholders = stages == 1

@@ -45,6 +45,31 @@ def derive_max_model_len(hf_config: Any, requested: int | None,
     return requested
 
 
+def check_draft_model(config: EngineConfig, hf_config: Any, tokenizer: Any) -> None:
+    """ValueError naming the field where the draft model (speculative_model) cannot serve
+    the model: on several devices (not supported yet), or unless its vocabulary is the
+    model's: the same number of token ids (the LM heads' rows, compared as probabilities
+    token by token), and for those ids the same tokens in both tokenizers (tokens past
+    them, which neither model outputs, may differ)."""
+    if config.parallel.world_size > 1:
+        raise ValueError("speculative_method draft: not supported with tensor_parallel_size "
+                         "or pipeline_parallel_size above 1 yet (the draft model runs on "
+                         "the model's one device)")
+    assert config.speculative.speculative_model is not None
+    source = resolve_model(config.speculative.speculative_model)
+    size = source.hf_config().get_text_config().vocab_size
+    expected = hf_config.get_text_config().vocab_size
+    if size != expected:
+        raise ValueError(f"speculative_model: {source.name} has a vocabulary of {size} "
+                         f"tokens, the model {expected}; a draft model must share them")
+    def tokens(tok: Any) -> dict[str, int]:
+        return {token: i for token, i in tok.get_vocab().items() if i < size}
+
+    if tokens(source.tokenizer()) != tokens(tokenizer):
+        raise ValueError(f"speculative_model: {source.name}'s tokenizer maps tokens to ids "
+                         "other than the model's; a draft model must share its tokenizer")
+
+
 @dataclass
 class ModelFrontend:
     source: ModelSource
@@ -72,6 +97,8 @@ class ModelFrontend:
         if eos is None:
             eos = tokenizer.eos_token_id
         defaults = source.generation_defaults() if config.model.generation_config == "auto" else {}
+        if config.speculative.speculative_model is not None:
+            check_draft_model(config, hf_config, tokenizer)
         return cls(source, hf_config, tokenizer, eos, defaults)
 
     @property

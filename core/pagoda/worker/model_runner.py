@@ -12,8 +12,10 @@ later (`grammar_bitmask_later`): its forward is issued at once and its sampling 
 `provide_token_bitmask`, so the host fills the bitmask while the device runs the forward.
 
 A step that verifies a request's draft tokens (speculative decoding) samples at each
-draft position too, as that position would be sampled without speculation; the host
-keeps the drafts that match their draw (`pagoda.spec.accepted_tokens`).
+draft position too, and replaces each draft position's draw by the rejection-sampling
+outcome (`Sampler.verify`); the host keeps the drafts that match it
+(`pagoda.spec.accepted_tokens`). With a draft model (`drafter`) the drafts are the
+scheduler's placeholders: the draft model proposes them on the device before the forward.
 
 Where platforms differ, the runner asks the platform (beside what `StepRunner` asks): what
 to do once the step is issued (`after_forward`) and whether to sample on the host
@@ -37,6 +39,7 @@ from pagoda.platforms.step_padding import StepPadding
 from pagoda.sample import Sampler, SamplingState, compute_prompt_logprobs
 from pagoda.structured.engine import GrammarBitmask
 from pagoda.worker.decode_graphs import DecodeGraphs
+from pagoda.worker.draft_runner import DraftProposals, DraftRunner
 from pagoda.worker.step_inputs import StepInputs, build_step_inputs
 from pagoda.worker.step_result import (
     AwaitingBitmask,
@@ -81,6 +84,8 @@ class ModelRunner(StepRunner):
         """Request id -> its row in `_last_sampled`."""
         self._awaiting: AwaitingBitmask | None = None
         """The launched step that samples once its token bitmask comes."""
+        self.drafter: DraftRunner | None = None
+        """The draft model (speculative_method draft)."""
 
     def _update_states(self, step: SchedulerOutput) -> None:
         for request_id in step.finished_request_ids:
@@ -113,11 +118,14 @@ class ModelRunner(StepRunner):
             ))
         return wanted
 
-    def _fill_in_flight_tokens(self, step: SchedulerOutput, inputs: StepInputs) -> None:
-        """Replace placeholders (tokens the previous step sampled) by their ids, on the device."""
+    def _fill_in_flight_tokens(self, scheduled: list[ScheduledRequest],
+                               inputs: StepInputs) -> None:
+        """Replace placeholders (tokens the previous step sampled) by their ids, on the
+        device (drafts, a draft model's placeholders, are not: no token of their request is
+        in flight)."""
         targets, sources = [], []
-        for item, end in zip(step.scheduled, inputs.metadata.query_start_loc_cpu[1:]):
-            if item.token_ids[-1] == PLACEHOLDER_TOKEN_ID:
+        for item, end in zip(scheduled, inputs.metadata.query_start_loc_cpu[1:]):
+            if not item.draft_token_ids and item.token_ids[-1] == PLACEHOLDER_TOKEN_ID:
                 targets.append(end - 1)
                 sources.append(self._last_rows[item.request_id])
         if not targets:
@@ -126,6 +134,15 @@ class ModelRunner(StepRunner):
         index = torch.tensor(sources, dtype=torch.int64).to(self.device, non_blocking=True)
         where = torch.tensor(targets, dtype=torch.int64).to(self.device, non_blocking=True)
         inputs.input_ids.index_copy_(0, where, self._last_sampled.index_select(0, index))
+
+    def _place_drafts(self, step: SchedulerOutput, inputs: StepInputs,
+                      proposals: DraftProposals) -> None:
+        """Put the draft model's drafts where the step has their placeholders."""
+        ends = inputs.metadata.query_start_loc_cpu[1:]
+        rows = [r for item, end in zip(step.scheduled, ends)
+                for r in range(end - len(item.draft_token_ids), end)]
+        where = torch.tensor(rows, dtype=torch.int64).to(self.device, non_blocking=True)
+        inputs.input_ids.index_copy_(0, where, proposals.tokens)
 
     def _forward(self, inputs: StepInputs, **model_inputs: Any) -> torch.Tensor | None:
         if self.graphs is not None and self.graphs.can_run(inputs):
@@ -163,7 +180,12 @@ class ModelRunner(StepRunner):
         if step.is_empty:
             return PendingStepOutput([], None, None)
         inputs = build_step_inputs(step.scheduled, self.block_size, self.device, self.padding)
-        self._fill_in_flight_tokens(step, inputs)
+        self._fill_in_flight_tokens(step.scheduled, inputs)
+        proposals = None
+        if self.drafter is not None:
+            proposals = self.drafter.propose(step, self.states, self._fill_in_flight_tokens)
+            if proposals is not None:
+                self._place_drafts(step, inputs, proposals)
         hidden = self._forward(inputs)
         if hidden is None:  # an earlier pipeline stage: the last one samples
             self.platform.after_forward()
@@ -176,9 +198,30 @@ class ModelRunner(StepRunner):
         self.platform.after_forward()
         if step.grammar_bitmask_later:
             self._awaiting = AwaitingBitmask(lambda bitmask: self._sample(
-                step, inputs, hidden, sampling, logits, bitmask))
+                step, inputs, hidden, sampling, logits, bitmask, proposals))
             return self._awaiting
-        return self._sample(step, inputs, hidden, sampling, logits, step.grammar_bitmask)
+        return self._sample(step, inputs, hidden, sampling, logits, step.grammar_bitmask,
+                            proposals)
+
+    def _verify(self, rows: list[SampledRow], first: dict[str, int],
+                states: list[SamplingState], logits: torch.Tensor, drawn: torch.Tensor,
+                proposals: DraftProposals | None) -> torch.Tensor:
+        """The step's draws with each draft position's replaced by the outcome of its
+        draft's verification (`Sampler.verify`); the draws themselves without drafts."""
+        draft_rows = [first[row.request_id] + j for row in rows for j in range(len(row.drafts))]
+        if not draft_rows:
+            return drawn
+        index = torch.tensor(draft_rows, dtype=torch.int64).to(self.sample_device,
+                                                               non_blocking=True)
+        if proposals is None:  # a deterministic proposer's, known on the host
+            drafts = torch.tensor([d for row in rows for d in row.drafts], dtype=torch.int64)
+            drafts, probs = drafts.to(self.sample_device, non_blocking=True), None
+        else:
+            drafts, probs = proposals.tokens.to(self.sample_device), proposals.probs
+        verified = self.sampler.verify(logits.index_select(0, index),
+                                       [states[r] for r in draft_rows], drafts, probs,
+                                       drawn.index_select(0, index))
+        return drawn.index_copy(0, index, verified)
 
     def provide_token_bitmask(self, bitmask: GrammarBitmask | None) -> StepResult:
         """The bitmask the launched step (`grammar_bitmask_later`) samples with; it samples
@@ -192,9 +235,10 @@ class ModelRunner(StepRunner):
 
     def _sample(self, step: SchedulerOutput, inputs: StepInputs, hidden: torch.Tensor,
                 sampling: list[tuple[ScheduledRequest, int]], logits: torch.Tensor | None,
-                bitmask: GrammarBitmask | None) -> PendingStepOutput:
+                bitmask: GrammarBitmask | None,
+                proposals: DraftProposals | None = None) -> PendingStepOutput:
         pinned = self.platform.executes_asynchronously
-        rows, sampled, logprobs = [], None, None
+        rows, sampled, logprobs, drafts = [], None, None, None
         if logits is not None:
             for item, _ in sampling:
                 state = self.states[item.request_id]
@@ -205,17 +249,20 @@ class ModelRunner(StepRunner):
             first = dict(zip((row.request_id for row in rows),
                              itertools.accumulate((row.num_draws for row in rows[:-1]),
                                                   initial=0)))
-            out = self.sampler(self._to_sampler(logits, len(states)), states,
-                               self._token_bitmask(bitmask, first, pinned))
+            logits = self._to_sampler(logits, len(states))
+            out = self.sampler(logits, states, self._token_bitmask(bitmask, first, pinned))
+            draws = self._verify(rows, first, states, logits, out.sampled_token_ids, proposals)
             for row in rows:  # seeded draws and min_tokens count the token being sampled
                 row.state.output_token_ids.append(PLACEHOLDER_TOKEN_ID)
-            self._last_sampled = out.sampled_token_ids
+            self._last_sampled = draws
             self._last_rows = first
-            sampled = copy_to_host(out.sampled_token_ids, pinned)
+            sampled = copy_to_host(draws, pinned)
+            if proposals is not None:
+                drafts = copy_to_host(proposals.tokens, pinned)
             if out.logprobs is not None:
                 logprobs = type(out.logprobs)(*(copy_to_host(t, pinned) for t in out.logprobs))
 
-        pending = PendingStepOutput(rows, sampled, logprobs)
+        pending = PendingStepOutput(rows, sampled, logprobs, drafts=drafts)
         starts = inputs.metadata.query_start_loc_cpu[:-1]
         for want in self._prompt_logprob_rows(step, starts):
             if not want.rows:

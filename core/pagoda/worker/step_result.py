@@ -69,6 +69,9 @@ class PendingStepOutput:
     logprobs: LogprobsTensors | None
     prompt_logprobs: list[PromptLogprobRows] = field(default_factory=list)
     event: torch.Event | None = None
+    drafts: torch.Tensor | None = None
+    """[sum of drafts] on the host: a draft model's drafts, row after row (the rows'
+    `drafts` are the scheduler's placeholders)."""
     _output: ModelRunnerOutput | None = None
 
     def result(self) -> ModelRunnerOutput:
@@ -83,10 +86,12 @@ class PendingStepOutput:
             if self.logprobs is not None:
                 lp = self.logprobs.tolists([row.state.params.logprobs or 0 for row in self.rows
                                             for _ in range(row.num_draws)])
+            proposed = iter(self.drafts.tolist()) if self.drafts is not None else None
             i = 0  # the row's first draw
             for row in self.rows:
                 drawn = tokens[i : i + row.num_draws]
-                new = accepted_tokens(drawn, row.drafts)
+                drafts = row.drafts if proposed is None else [next(proposed) for _ in row.drafts]
+                new = accepted_tokens(drawn, drafts)
                 row.state.output_token_ids[row.output_index : row.output_index + 1] = new
                 out.sampled[row.request_id] = new[0]
                 if row.drafts:

@@ -8,6 +8,7 @@ from typing import Any
 
 import torch
 
+from pagoda.attention import AttentionBackend
 from pagoda.attention.backend import AttentionConfig, kv_cache_dtype_label
 from pagoda.attention.selector import select_attention_backend
 from pagoda.config import EngineConfig
@@ -21,7 +22,7 @@ from pagoda.distributed import (
 )
 from pagoda.engine.scheduler_output import ModelRunnerOutput, SchedulerOutput
 from pagoda.executor.base import Worker as WorkerBase
-from pagoda.model_source import ModelSource
+from pagoda.model_source import ModelSource, resolve_model
 from pagoda.models.layers.attention import log_kv_cache_scales
 from pagoda.models.layers.moe import has_experts
 from pagoda.models.pooler import PoolingModel, whole_prompt_reason
@@ -29,9 +30,12 @@ from pagoda.ops import OpTable, use_ops
 from pagoda.platforms import resolve_platform
 from pagoda.platforms.platform import MemoryInfo, budget_within_utilization
 from pagoda.platforms.step_padding import StepShape
+from pagoda.quant import QuantMethod
 from pagoda.quant.selector import select_quant_method
 from pagoda.structured.engine import GrammarBitmask
 from pagoda.worker.decode_graphs import DecodeGraphs, default_capture_sizes
+from pagoda.worker.draft_runner import DraftModel
+from pagoda.worker.kv_caches import allocate_kv_caches
 from pagoda.worker.model_loading import attention_shape, attention_soft_cap, build_model
 from pagoda.worker.model_runner import ModelRunner
 from pagoda.worker.pooling_runner import PoolingModelRunner
@@ -48,6 +52,7 @@ class Worker(WorkerBase):
         self.source = source
         self.hf_config = hf_config
         self.runner: ModelRunner | PoolingModelRunner | None = None
+        self.draft: DraftModel | None = None
 
     def init_device(self) -> None:
         self.platform = resolve_platform(self.config.device)
@@ -62,43 +67,30 @@ class Worker(WorkerBase):
                              expert_parallel=parallel.enable_expert_parallel)
         torch.manual_seed(self.config.model.seed)
 
-    def _dtypes(self) -> tuple[torch.dtype, torch.dtype]:
+    def _dtypes(self, draft_config: Any = None) -> tuple[torch.dtype, torch.dtype]:
+        """(weights', KV cache's) dtypes of the model; with `draft_config`, of the draft
+        model (speculative_dtype, else the model's)."""
         dtype = self.platform.model_dtype(parse_dtype(self.config.model.dtype), self.hf_config)
+        draft_dtype = self.config.speculative.speculative_dtype
+        if draft_config is not None and draft_dtype is not None:
+            dtype = self.platform.model_dtype(parse_dtype(draft_dtype), draft_config)
         kv_dtype = parse_kv_cache_dtype(self.config.cache.kv_cache_dtype) or dtype
         return dtype, kv_dtype
 
     def load_model(self) -> None:
         start = time.perf_counter()
         dtype, kv_dtype = self._dtypes()
-        text_config = self.hf_config.get_text_config()  # (a multimodal config's text part)
-        num_heads, num_kv_heads, head_size, sliding_window = attention_shape(text_config)
-        tp = tp_group()
-        heads = AttentionHeads(num_heads, num_kv_heads, tp.rank, tp.world_size)  # this rank's
-        attn_config = AttentionConfig(
-            heads.local_heads, heads.local_kv_heads, head_size, dtype, kv_dtype,
-            self.config.cache.block_size, sliding_window, attention_soft_cap(text_config),
-        )
-        self.attn_backend = select_attention_backend(
-            self.platform, attn_config, self.config.attention_backend
-        )
-        self.quant_method = select_quant_method(
-            self.platform, self.config.model.quantization, self.hf_config
-        )
-        self.ops = OpTable(self.platform.name, dtype=dtype)
-        with use_ops(self.ops):
-            self.model = build_model(
-                self.source, self.hf_config, dtype=dtype, device=self.device,
-                attn_backend=self.attn_backend, load_format=self.config.model.load_format,
-                seed=self.config.model.seed, quant_method=self.quant_method,
-                runner=self.config.model.runner, pooler_config=self.config.pooler,
-                model_impl=self.config.model.model_impl,
-            )
+        self.model, self.attn_backend, self.quant_method, self.ops = self._build(
+            self.source, self.hf_config, dtype, kv_dtype, self.config.model.quantization,
+            self.config.model.runner)
         self.pooling = self.model if isinstance(self.model, PoolingModel) else None
         log_kv_cache_scales(self.model, kv_dtype)
         if self.config.parallel.enable_expert_parallel and not has_experts(self.model):
             logger.warning("enable_expert_parallel: %s has no mixture-of-experts layers here "
                            "(pipeline stage %d): the option changes nothing", self.source.name,
                            pp_group().rank)
+        self.draft = self._load_draft() if self.config.speculative.speculative_method == \
+            "draft" else None
         self.platform.synchronize(self.local_rank)  # the weights are on the device: no
         # step waits for them (or, on devices that trace lazily, carries their upload)
         self.kv_spec = self.model.kv_cache_spec(self.config.cache.block_size, kv_dtype)
@@ -107,6 +99,53 @@ class Worker(WorkerBase):
                     "in %.1f s", self.source.name, type(self.model).__name__,
                     self.platform.device_name(self.local_rank), self.attn_backend.name, dtype,
                     self.quant_method.name, time.perf_counter() - start)
+
+    def _build(self, source: ModelSource, hf_config: Any, dtype: torch.dtype,
+               kv_dtype: torch.dtype, quantization: str | None, runner: str
+               ) -> tuple[torch.nn.Module, type[AttentionBackend], QuantMethod, OpTable]:
+        """A model on this worker's device with its attention backend, quantization
+        method and op table."""
+        text_config = hf_config.get_text_config()  # (a multimodal config's text part)
+        num_heads, num_kv_heads, head_size, sliding_window = attention_shape(text_config)
+        tp = tp_group()
+        heads = AttentionHeads(num_heads, num_kv_heads, tp.rank, tp.world_size)  # this rank's
+        attn_config = AttentionConfig(
+            heads.local_heads, heads.local_kv_heads, head_size, dtype, kv_dtype,
+            self.config.cache.block_size, sliding_window, attention_soft_cap(text_config),
+        )
+        attn_backend = select_attention_backend(self.platform, attn_config,
+                                                self.config.attention_backend)
+        quant_method = select_quant_method(self.platform, quantization, hf_config)
+        ops = OpTable(self.platform.name, dtype=dtype)
+        with use_ops(ops):
+            model = build_model(
+                source, hf_config, dtype=dtype, device=self.device, attn_backend=attn_backend,
+                load_format=self.config.model.load_format, seed=self.config.model.seed,
+                quant_method=quant_method, runner=runner, pooler_config=self.config.pooler,
+                model_impl=self.config.model.model_impl,
+            )
+        return model, attn_backend, quant_method, ops
+
+    def _load_draft(self) -> DraftModel:
+        """The draft model of speculative_method draft, loaded like the model (dtype and
+        quantization: the speculative ones, else the model's)."""
+        spec = self.config.speculative
+        assert spec.speculative_model is not None
+        source = resolve_model(spec.speculative_model)
+        hf_config = source.hf_config()
+        dtype, kv_dtype = self._dtypes(hf_config)
+        try:  # (a model that pools is refused here: it cannot generate)
+            model, attn_backend, quant_method, _ = self._build(
+                source, hf_config, dtype, kv_dtype,
+                spec.speculative_quantization or self.config.model.quantization, "generate")
+        except ValueError as exc:
+            raise ValueError(f"speculative_model {source.name}: {exc}") from exc
+        log_kv_cache_scales(model, kv_dtype)
+        logger.info("Loaded the draft model %s as %s (%s, attention backend %s, "
+                    "quantization %s)", source.name, type(model).__name__, dtype,
+                    attn_backend.name, quant_method.name)
+        return DraftModel(model, attn_backend,
+                          model.kv_cache_spec(self.config.cache.block_size, kv_dtype))
 
     def profile_step_memory(self) -> int:
         """Transient device memory of the largest step the scheduler may send, measured by
@@ -118,10 +157,13 @@ class Worker(WorkerBase):
         baseline = self.platform.peak_memory_bytes(self.local_rank) or 0
         sched = self.config.scheduler
         start = time.perf_counter()
-        run_profile_step(self.model, self.kv_spec, self.attn_backend, self.device,
-                         num_tokens=sched.max_num_batched_tokens,
-                         max_seq_len=self.config.model.max_model_len,
-                         num_sampled=0 if self.pooling else sched.max_num_seqs)
+        for model, kv_spec, attn_backend in [(self.model, self.kv_spec, self.attn_backend)] + (
+                [(self.draft.model, self.draft.kv_spec, self.draft.attn_backend)]
+                if self.draft else []):  # one after the other: the larger peak counts
+            run_profile_step(model, kv_spec, attn_backend, self.device,
+                             num_tokens=sched.max_num_batched_tokens,
+                             max_seq_len=self.config.model.max_model_len,
+                             num_sampled=0 if self.pooling else sched.max_num_seqs)
         self.platform.synchronize(self.local_rank)
         peak = (self.platform.peak_memory_bytes(self.local_rank) or 0) - baseline
         logger.info("Profiling step of %d tokens: %.2f GiB of activations, %.1f s "
@@ -138,6 +180,8 @@ class Worker(WorkerBase):
         if self.num_layers == 0:  # an encoder: blocks only count tokens, they hold nothing
             return -(-useful // self.kv_spec.block_size)
         per_block = self.kv_spec.block_bytes * self.num_layers
+        if self.draft is not None:  # the draft's cache has the same blocks
+            per_block += self.draft.block_bytes
         if cache.kv_cache_memory is not None:
             budget = cache.kv_cache_memory
         elif cache.memory_fraction is not None:
@@ -164,12 +208,8 @@ class Worker(WorkerBase):
         return num_blocks
 
     def initialize_cache(self, num_blocks: int) -> None:
-        shape = self.attn_backend.kv_cache_shape(self.kv_spec, num_blocks)
-        # Uninitialised unless the backend says otherwise: most never read slots outside a
-        # sequence (and an untouched host allocation costs no memory until written).
-        alloc = torch.zeros if self.attn_backend.needs_zeroed_cache else torch.empty
-        kv_caches = [alloc(shape, dtype=self.kv_spec.dtype, device=self.device)
-                     for _ in range(self.num_layers)]
+        kv_caches = allocate_kv_caches(self.attn_backend, self.kv_spec, num_blocks,
+                                       self.num_layers, self.device)
         builder = self.attn_backend.get_builder_cls()(self.kv_spec, self.device)
         sched, block_size = self.config.scheduler, self.kv_spec.block_size
         max_len = min(self.config.model.max_model_len or num_blocks * block_size,
@@ -186,6 +226,9 @@ class Worker(WorkerBase):
                 self.model, kv_caches, builder, block_size, self.hf_config.vocab_size,
                 self.device, self.platform, padding, seed=self.config.model.seed,
             )
+        if self.draft is not None:
+            self.runner.drafter = self.draft.runner(num_blocks, self.device, self.runner.sampler,
+                                                    self.runner.sample_device, padding)
         capture = self.platform.graph_capture()
         if (capture is not None and not self.config.enforce_eager
                 and self.attn_backend.supports_graph_capture
@@ -196,6 +239,13 @@ class Worker(WorkerBase):
             self.runner.graphs = DecodeGraphs(self.model, kv_caches, builder, capture, sizes,
                                               max_blocks, block_size, self.device)
             self.runner.graphs.capture_all()
+            drafter = self.runner.drafter
+            if (drafter is not None and self.draft is not None
+                    and self.draft.attn_backend.supports_graph_capture):
+                drafter.graphs = DecodeGraphs(drafter.model, drafter.kv_caches,
+                                              drafter.builder, capture, sizes, max_blocks,
+                                              block_size, self.device)
+                drafter.graphs.capture_all()
 
     def execute_model(self, scheduler_output: SchedulerOutput) -> ModelRunnerOutput:
         assert self.runner is not None, "initialize_cache() must run before execute_model()"
@@ -225,6 +275,7 @@ class Worker(WorkerBase):
             "tensor_parallel_size": tp_group().world_size,
             "expert_parallel": tp_group().expert_parallel,
             "pipeline_stage": pp_group().rank,
+            "draft_model_class": type(self.draft.model).__name__ if self.draft else None,
         }
 
     def shutdown(self) -> None:
