@@ -2,6 +2,7 @@
 # The GPU check of pagoda-cuda: one command on an NVIDIA machine, from the repository root.
 #
 #   bash ci/gpu.sh [all|tests|bench] [A B C D E F G M N P Q R S V]  (default: all; benchmarks A-F)
+#   bash ci/gpu.sh cudatests | kerneltests    (the two halves of tests)
 #   bash ci/gpu.sh quanttests | quantbench [ci/bench_quant_kernels.py arguments]
 #
 # 1. installs core, pagoda-server, pagoda-cpu and pagoda-cuda in editable mode, without
@@ -40,9 +41,17 @@ fi
     -e core -e server -e platforms/cpu -e platforms/cuda
 "$PY" -m pagoda.cli.main plugins
 
-if [[ $STAGE == all || $STAGE == tests ]]; then
+# The whole test stage outlasts one 10-minute call of the device tool: cudatests and
+# kerneltests run its halves.
+TESTS=()
+case $STAGE in
+    all|tests) TESTS=(tests/platforms/cuda tests/kernels) ;;
+    cudatests) TESTS=(tests/platforms/cuda) ;;
+    kerneltests) TESTS=(tests/kernels) ;;
+esac
+if (( ${#TESTS[@]} )); then
     echo "== tests"
-    "$PY" -m pytest -p no:cacheprovider -rs --durations=15 tests/platforms/cuda tests/kernels \
+    "$PY" -m pytest -p no:cacheprovider -rs --durations=15 "${TESTS[@]}" \
         2>&1 | tee "$RESULTS/pytest.log" || status=1
 fi
 
