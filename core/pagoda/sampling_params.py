@@ -13,6 +13,19 @@ GREEDY_EPS = 1e-5
 """Temperatures below this are greedy."""
 MAX_LOGIT_BIAS = 100.0
 
+# Limits on what one request may ask for: each bounds the work or memory a request costs
+# every step (stop strings are searched in the new text of each step) or at admission.
+MAX_N = 128
+"""Most samples of one prompt (OpenAI's limit on `n`)."""
+SEED_RANGE = (-(2**63), 2**63 - 1)
+"""Seeds are signed 64-bit integers, as in OpenAI's API."""
+MAX_STOP_STRINGS = 64
+MAX_STOP_CHARS = 1024
+"""Longest stop string, in characters."""
+MAX_STOP_TOKEN_IDS = 1024
+MAX_LOGIT_BIAS_ENTRIES = 4096
+MAX_BAD_WORDS = 1024
+
 
 class SamplingType(enum.Enum):
     GREEDY = "greedy"
@@ -27,6 +40,12 @@ def _check(ok: bool, name: str, allowed: str, value: object) -> None:
 
 def _is_int(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _check_count(name: str, values: object, limit: int) -> None:
+    """A list or map of at most `limit` entries (the error gives its size, not its items)."""
+    if isinstance(values, (list, dict, tuple)) and len(values) > limit:
+        raise ValueError(f"{name} has {len(values)} entries: at most {limit} are allowed")
 
 
 def _check_token_ids(name: str, ids: list[int]) -> None:
@@ -96,7 +115,8 @@ class SamplingParams:
             value = getattr(self, name)
             _check(isinstance(value, (int, float)) and not isinstance(value, bool), name,
                    "a number", value)
-        _check(_is_int(self.n) and self.n >= 1, "n", "an integer >= 1", self.n)
+        _check(_is_int(self.n) and 1 <= self.n <= MAX_N, "n", f"an integer in [1, {MAX_N}]",
+               self.n)
         _check(self.temperature >= 0, "temperature", ">= 0", self.temperature)
         _check(0 < self.top_p <= 1, "top_p", "in (0, 1]", self.top_p)
         _check(_is_int(self.top_k) and self.top_k >= 0, "top_k",
@@ -106,10 +126,17 @@ class SamplingParams:
             value = getattr(self, name)
             _check(-2 <= value <= 2, name, "in [-2, 2]", value)
         _check(self.repetition_penalty > 0, "repetition_penalty", "> 0", self.repetition_penalty)
-        _check(self.seed is None or _is_int(self.seed), "seed", "an integer or None", self.seed)
+        low, high = SEED_RANGE
+        _check(self.seed is None or (_is_int(self.seed) and low <= self.seed <= high), "seed",
+               "a signed 64-bit integer or None", self.seed)
+        _check_count("stop", self.stop, MAX_STOP_STRINGS)
         for stop in self.stop:
             _check(isinstance(stop, str) and stop != "", "stop",
                    "a non-empty string or a list of them", self.stop)
+            if len(stop) > MAX_STOP_CHARS:
+                raise ValueError(f"stop has a string of {len(stop)} characters: at most "
+                                 f"{MAX_STOP_CHARS} are allowed")
+        _check_count("stop_token_ids", self.stop_token_ids, MAX_STOP_TOKEN_IDS)
         _check_token_ids("stop_token_ids", self.stop_token_ids)
         _check(self.max_tokens is None or (_is_int(self.max_tokens) and self.max_tokens >= 1),
                "max_tokens", "an integer >= 1 or None", self.max_tokens)
@@ -126,6 +153,7 @@ class SamplingParams:
             _check(len(self.allowed_token_ids) > 0, "allowed_token_ids",
                    "a non-empty list or None", self.allowed_token_ids)
             _check_token_ids("allowed_token_ids", self.allowed_token_ids)
+        _check_count("bad_words", self.bad_words, MAX_BAD_WORDS)
         for word in self.bad_words or []:
             _check(isinstance(word, str), "bad_words", "a list of strings", self.bad_words)
         _check(self.thinking_budget is None
@@ -140,6 +168,7 @@ class SamplingParams:
     @staticmethod
     def _normalise_logit_bias(bias: dict[int | str, float]) -> dict[int, float]:
         allowed = f"a map of token id >= 0 to a bias in [-{MAX_LOGIT_BIAS}, {MAX_LOGIT_BIAS}]"
+        _check_count("logit_bias", bias, MAX_LOGIT_BIAS_ENTRIES)
         out = {}
         for key, value in bias.items():
             try:
@@ -187,6 +216,7 @@ class SamplingParams:
         when it differs in its first token but not in length (vLLM's rule).
         """
         self.bad_words_token_ids = []
+        _check_count("bad_words", self.bad_words, MAX_BAD_WORDS)
         for word in self.bad_words or []:
             bare = encode(word.lstrip())
             if not bare:

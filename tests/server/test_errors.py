@@ -156,6 +156,29 @@ def test_stream_errors_come_before_the_stream(http):
     assert "context length" in _error(response, 400)["message"]
 
 
+@pytest.mark.parametrize(("body", "field", "says"), [
+    ({"seed": 2**80}, "seed", "signed 64-bit"),
+    ({"seed": -(2**63) - 1}, "seed", "signed 64-bit"),
+    ({"stop": [f"w{i}" for i in range(1000)]}, "stop", "1000 entries: at most 64"),
+    ({"stop": ["w" * 5000]}, "stop", "5000 characters"),
+    ({"logit_bias": {str(i): 1 for i in range(5000)}}, "logit_bias", "5000 entries"),
+    ({"n": 1000}, "n", "128"),
+    ({"stop_token_ids": list(range(2000))}, "stop_token_ids", "2000 entries"),
+])
+def test_limits_answer_400_naming_the_field(http, body, field, says):
+    error = _error(http.post("/v1/completions", json={"model": MODEL, "prompt": "w5", **body}),
+                   400)
+    assert field in error["message"] and says in error["message"], error
+    assert len(error["message"]) < 500  # the size, not the items
+
+
+def test_the_extreme_seeds_are_served(http):
+    for seed in (2**63 - 1, -(2**63)):
+        response = http.post("/v1/completions", json={"model": MODEL, "prompt": "w5",
+                                                      "max_tokens": 2, "seed": seed})
+        assert response.is_success, response.text
+
+
 @pytest.mark.parametrize("body", [
     {"prompt": None}, {"prompt": {"a": 1}}, {"prompt": "w5", "n": True},
     {"prompt": "w5", "stop": [1]}, {"prompt": "w5", "logit_bias": {"x": 1}},
