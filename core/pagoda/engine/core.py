@@ -99,7 +99,9 @@ class EngineCore:
         self.proposer = None if spec.speculative_method is None else NgramProposer(
             spec.num_speculative_tokens, spec.prompt_lookup_min, spec.prompt_lookup_max)
         self.scheduler = Scheduler(scheduler_config, self.kv_cache, max_model_len,
-                                   stages=stages, proposer=self.proposer)
+                                   stages=stages, proposer=self.proposer,
+                                   max_loras=config.lora.max_loras
+                                   if config.lora.enable_lora else None)
         overlap = config.scheduler.async_scheduling
         if overlap and not platform.supports_async_scheduling:
             raise ValueError(f"async_scheduling: platform {platform.name!r} cannot overlap "

@@ -24,6 +24,7 @@ from pagoda.frontend.input_processor import ProcessedPrompt
 from pagoda.frontend.model_frontend import ModelFrontend
 from pagoda.frontend.output_processor import OutputProcessor
 from pagoda.inputs import PromptInput
+from pagoda.lora.request import LoRARequest
 from pagoda.outputs import EngineStats, PoolingRequestOutput, RequestOutput
 from pagoda.pooling import PoolerSpec
 from pagoda.pooling_params import PoolingParams
@@ -123,12 +124,14 @@ class AsyncLLM:
         self.max_model_len: int = self._cores.max_model_len
         self.pooler: PoolerSpec | None = self.info["pooler"]
         """What the model outputs if it is a pooling model; None: it generates."""
-        self._input_processor = self.frontend.input_processor(self.max_model_len, self.pooler)
+        self._input_processor = self.frontend.input_processor(self.max_model_len, self.pooler,
+                                                              config.lora)
 
     # ---- requests ---------------------------------------------------------------------
 
     async def generate(self, prompt: PromptInput, params: SamplingParams, request_id: str,
-                       priority: int = 0) -> AsyncIterator[RequestOutput]:
+                       priority: int = 0, lora_request: LoRARequest | None = None
+                       ) -> AsyncIterator[RequestOutput]:
         """Stream one request's cumulative outputs; the last has `finished` True.
 
         Bad input raises ValueError (TypeError for a prompt of the wrong type) on the first
@@ -136,7 +139,7 @@ class AsyncLLM:
         Leaving early (break, cancellation, a client disconnect) aborts the request and
         frees its blocks. If the core dies, raises EngineDeadError.
         """
-        stream = self._add_request(prompt, params, request_id, priority)
+        stream = self._add_request(prompt, params, request_id, priority, lora_request)
         finished = False
         try:
             while not finished:
@@ -252,10 +255,11 @@ class AsyncLLM:
     # ---- internals --------------------------------------------------------------------
 
     def _add_request(self, prompt: PromptInput, params: SamplingParams, request_id: str,
-                     priority: int) -> _Stream:
+                     priority: int, lora_request: LoRARequest | None = None) -> _Stream:
         self._raise_if_dead()
         processed = self._input_processor.tokenize(prompt)
-        requests = self._input_processor.make_requests(request_id, processed, params, priority)
+        requests = self._input_processor.make_requests(request_id, processed, params, priority,
+                                                       lora_request=lora_request)
         return self._submit(request_id, requests, lambda: self._output_processor.add(
             request_id, processed, requests))
 

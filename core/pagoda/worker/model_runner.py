@@ -32,6 +32,7 @@ from torch import nn
 from pagoda.attention.backend import AttentionMetadataBuilder
 from pagoda.engine.request import PLACEHOLDER_TOKEN_ID
 from pagoda.engine.scheduler_output import ScheduledRequest, SchedulerOutput, StepResult
+from pagoda.lora.manager import LoRAManager
 from pagoda.platforms.platform import Platform
 from pagoda.platforms.step_padding import StepPadding
 from pagoda.sample import Sampler, SamplingState, compute_prompt_logprobs
@@ -81,6 +82,8 @@ class ModelRunner(StepRunner):
         """Request id -> its row in `_last_sampled`."""
         self._awaiting: AwaitingBitmask | None = None
         """The launched step that samples once its token bitmask comes."""
+        self.lora: LoRAManager | None = None
+        """The LoRA adapters' slots, where LoRA is on."""
 
     def _update_states(self, step: SchedulerOutput) -> None:
         for request_id in step.finished_request_ids:
@@ -163,6 +166,8 @@ class ModelRunner(StepRunner):
         if step.is_empty:
             return PendingStepOutput([], None, None)
         inputs = build_step_inputs(step.scheduled, self.block_size, self.device, self.padding)
+        if self.lora is not None:
+            self.lora.prepare(step, inputs.shape.num_tokens)
         self._fill_in_flight_tokens(step, inputs)
         hidden = self._forward(inputs)
         if hidden is None:  # an earlier pipeline stage: the last one samples

@@ -21,6 +21,7 @@ from pagoda.distributed import (
 )
 from pagoda.engine.scheduler_output import ModelRunnerOutput, SchedulerOutput
 from pagoda.executor.base import Worker as WorkerBase
+from pagoda.lora.manager import LoRAManager
 from pagoda.model_source import ModelSource
 from pagoda.models.layers.attention import log_kv_cache_scales
 from pagoda.models.layers.moe import has_experts
@@ -94,6 +95,7 @@ class Worker(WorkerBase):
                 model_impl=self.config.model.model_impl,
             )
         self.pooling = self.model if isinstance(self.model, PoolingModel) else None
+        self.lora = self._lora_manager(dtype) if self.config.lora.enable_lora else None
         log_kv_cache_scales(self.model, kv_dtype)
         if self.config.parallel.enable_expert_parallel and not has_experts(self.model):
             logger.warning("enable_expert_parallel: %s has no mixture-of-experts layers here "
@@ -107,6 +109,18 @@ class Worker(WorkerBase):
                     "in %.1f s", self.source.name, type(self.model).__name__,
                     self.platform.device_name(self.local_rank), self.attn_backend.name, dtype,
                     self.quant_method.name, time.perf_counter() - start)
+
+    def _lora_manager(self, dtype: torch.dtype) -> LoRAManager:
+        """The LoRA slots of every adapted layer, and a per-token slot buffer as long as the
+        longest (padded) step."""
+        sched = self.config.scheduler
+        longest = StepShape(sched.max_num_batched_tokens, sched.max_num_seqs, 1)
+        padding = self.platform.step_padding(longest)
+        tokens = max(sched.max_num_batched_tokens, sched.max_num_seqs,
+                     padding.pad(longest).num_tokens if padding is not None else 0)
+        with use_ops(self.ops):
+            return LoRAManager(self.model, self.config.lora, self.hf_config, dtype, self.device,
+                               tokens)
 
     def profile_step_memory(self) -> int:
         """Transient device memory of the largest step the scheduler may send, measured by
@@ -186,6 +200,7 @@ class Worker(WorkerBase):
                 self.model, kv_caches, builder, block_size, self.hf_config.vocab_size,
                 self.device, self.platform, padding, seed=self.config.model.seed,
             )
+        self.runner.lora = self.lora
         capture = self.platform.graph_capture()
         if (capture is not None and not self.config.enforce_eager
                 and self.attn_backend.supports_graph_capture
