@@ -252,6 +252,19 @@ class AsyncLLM:
         at interpreter exit."""
         self._cores.shutdown()
 
+    def check_lora_adapter(self, lora: LoRARequest) -> None:
+        """ValueError naming what is wrong with `lora` (or that LoRA is off); nothing if
+        requests may use it."""
+        check = self._input_processor.check_adapter
+        if check is None or not check.enabled:
+            raise ValueError("LoRA is off (start the engine with enable_lora)")
+        check(lora)
+
+    def forget_lora_adapter(self, lora_int_id: int) -> None:
+        """The adapter id may name another adapter from now on (after an unload)."""
+        if self._input_processor.check_adapter is not None:
+            self._input_processor.check_adapter.forget(lora_int_id)
+
     # ---- internals --------------------------------------------------------------------
 
     def _add_request(self, prompt: PromptInput, params: SamplingParams, request_id: str,

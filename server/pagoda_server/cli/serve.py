@@ -96,7 +96,7 @@ async def _serve(config: EngineConfig, server: ServerConfig, chat: ChatFormatCon
     engine = AsyncLLM(config)
     try:
         api_keys = server.accepted_api_keys()
-        app = build_app(engine, api_keys, chat)
+        app = build_app(engine, api_keys, chat, server.lora_adapters())
         _print_banner(engine, api_keys, _url(server.host, server.port),
                       app.state.pagoda.chat.describe())
         # What start-up made (tokenizer, app, imports) is never scanned again, and young
