@@ -12,7 +12,7 @@ ATTENTION = ["q_proj", "k_proj", "v_proj", "o_proj"]
 MLP = ["gate_proj", "up_proj", "down_proj"]
 
 
-def make_adapter(base: Path, path: Path, *, rank: int, alpha: float, targets: list[str],
+def make_adapter(base: Path, path: Path, *, rank: int, alpha: float, targets: list[str] | str,
                  seed: int, rslora: bool = False) -> Path:
     """A random adapter of `base` (A and B both random: PEFT's default B is zero, which
     would change nothing) saved as PEFT saves one."""

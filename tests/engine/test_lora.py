@@ -140,3 +140,32 @@ def test_lora_off_refuses_a_lora_request(models):
     with pytest.raises(ValueError, match="LoRA is off"):
         llm.generate([{"prompt_token_ids": PROMPTS[0]}], GREEDY, use_tqdm=False,
                      lora_request=loras["attn"])
+
+
+FAMILIES = ["mistral", "qwen3", "gemma2", "gemma3", "phi3"]
+
+
+@pytest.mark.parametrize("arch", FAMILIES)
+def test_every_dense_family(arch, tmp_path):
+    """Adapters of every linear layer (PEFT's all-linear: Phi-3's fused qkv_proj and
+    gate_up_proj too) beside the base model in one batch."""
+    from tests.engine.tiny_models import dense_family_configs
+
+    config = (tiny_configs() | dense_family_configs())[arch]
+    base = make_checkpoint(tmp_path / "base", config)
+    prompts = PROMPTS[:3]
+    loras, expected = {}, {None: peft_greedy(base, None, prompts, NEW_TOKENS)}
+    for i, rank in enumerate((4, 8)):
+        path = make_adapter(base, tmp_path / f"a{i}", rank=rank, alpha=2 * rank,
+                            targets="all-linear", seed=10 + i)
+        loras[f"a{i}"] = LoRARequest(f"a{i}", i + 1, str(path))
+        expected[f"a{i}"] = peft_greedy(base, path, prompts, NEW_TOKENS)
+    assert all(expected[name] != expected[None] for name in loras)
+    llm = LLM(str(base), dtype="float32", device="cpu", enable_lora=True, max_loras=2,
+              max_lora_rank=8, num_kv_blocks=64)
+    names = [name for _ in prompts for name in (*loras, None)]
+    outputs = llm.generate([{"prompt_token_ids": prompts[i // 3]} for i in range(len(names))],
+                           GREEDY, use_tqdm=False,
+                           lora_request=[loras[n] if n else None for n in names])
+    assert [o.outputs[0].token_ids for o in outputs] == [
+        expected[n][i // 3] for i, n in enumerate(names)]

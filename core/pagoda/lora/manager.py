@@ -57,6 +57,9 @@ class LoRAManager:
         self.layers = {s.layer_prefix: s for s in
                        attach_lora_slots(model, config, self.token_slots, dtype, device)}
         self._by_part = {part: s for s in self.layers.values() for part in s.parts}
+        self._decoder_layers = {part.split(".self_attn.")[0].split(".mlp.")[0]
+                                for part in self._by_part}
+        """The decoder layers this worker holds (a pipeline stage holds some)."""
         self.slots: OrderedDict[int, int] = OrderedDict()
         """Adapter id -> its device slot, least recently used first."""
         self.host: OrderedDict[int, tuple[AdapterSpec, _Weights]] = OrderedDict()
@@ -73,6 +76,9 @@ class LoRAManager:
         weights = {}
         for module, (a_key, b_key) in spec.modules.items():
             if module not in self._by_part:
+                decoder_layer = module.split(".self_attn.")[0].split(".mlp.")[0]
+                if decoder_layer not in self._decoder_layers:
+                    continue  # another pipeline stage's
                 raise ValueError(f"LoRA adapter {lora.lora_name!r}: module {module!r} is not a "
                                  f"layer of this model (its layers: e.g. "
                                  f"{next(iter(self._by_part))})")
