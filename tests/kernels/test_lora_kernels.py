@@ -5,6 +5,11 @@ FACTS.md); on a GPU every dtype is checked."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -26,6 +31,16 @@ def test_kernel_matches_reference(op: str, impl: object, dtype: torch.dtype,
     report = check_op(op, impl, dtype, device=device, seed=5)
     report.raise_for_failures()
     assert report.checked and not report.skipped
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="on a GPU the kernel tests compile them")
+def test_kernels_compile_for_sm90() -> None:
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    script = Path(__file__).with_name("compile_lora_sm90.py")
+    result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                            env=env, timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.count("ok ") == 16, result.stdout
 
 
 def test_engine_with_the_triton_lora_kernels(device: str, tmp_path) -> None:

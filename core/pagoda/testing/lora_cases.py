@@ -1,5 +1,5 @@
-"""Conformance inputs of `lora_shrink` and `lora_expand`: one token and tiles' worth, odd
-sizes and ranks, tokens of no adapter (-1) among others, a step of none, both integer slot
+"""Conformance inputs of `lora_shrink` and `lora_expand`: one token and several tiles'
+worth (of 16 tokens and of 64), odd sizes and ranks, tokens of no adapter (-1) among others, a step of none, both integer slot
 dtypes."""
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ LORA_SHAPES = (
     (33, 72, 130, 4, 24, 0.3, torch.int32),
     (40, 96, 64, 8, 16, 0.5, torch.int64),
     (3, 40, 24, 2, 4, 1.0, torch.int32),
+    (150, 48, 40, 3, 8, 0.1, torch.int64),
 )
 
 
