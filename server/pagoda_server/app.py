@@ -9,7 +9,7 @@ from pagoda.frontend.async_llm import AsyncLLM
 from pagoda_server.auth import APIKeyMiddleware
 from pagoda_server.config import ChatFormatConfig
 from pagoda_server.conversation import ChatFormat
-from pagoda_server.errors import APIError, install_error_handlers
+from pagoda_server.errors import install_error_handlers
 from pagoda_server.handlers import (
     anthropic,
     chat,
@@ -25,20 +25,13 @@ from pagoda_server.state import ServerState
 
 
 def build_app(engine: AsyncLLM, api_keys: list[str],
-              chat_format_config: ChatFormatConfig | None = None,
-              lora_modules: dict[str, str] | None = None) -> FastAPI:
+              chat_format_config: ChatFormatConfig | None = None) -> FastAPI:
     """The app serving `engine` under its served model names; with `api_keys`, every
     non-public route needs one of them. `chat_format_config`: the model's tool-call and reasoning
-    formats (ValueError naming the option for an unknown one). `lora_modules`: LoRA adapters
-    served from the start, name -> path (ValueError naming a bad one)."""
+    formats (ValueError naming the option for an unknown one)."""
     app = FastAPI(title="Pagoda", version=pagoda_server.__version__)
     chat_format = ChatFormat(engine.tokenizer, chat_format_config or ChatFormatConfig())
     app.state.pagoda = ServerState(engine, ServerMetrics(engine), chat_format)
-    for name, path in (lora_modules or {}).items():
-        try:
-            app.state.pagoda.add_lora(name, path)
-        except (ValueError, APIError) as exc:
-            raise ValueError(f"lora_modules: {exc}") from None
     install_error_handlers(app)
     app.add_middleware(APIKeyMiddleware, keys=api_keys)
     for module in (completions, chat, anthropic, embeddings, scoring, tokens, service, lora):

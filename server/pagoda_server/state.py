@@ -25,24 +25,24 @@ class ServerState:
     """The LoRA adapters served, by name (the model field that asks for one)."""
     _lora_ids: itertools.count = field(default_factory=lambda: itertools.count(1))
 
-    def add_lora(self, name: str, path: str) -> LoRARequest:
+    async def add_lora(self, name: str, path: str) -> LoRARequest:
         """Serve the adapter at `path` as model `name`: a 400 for a name in use, ValueError
         naming what is wrong with the adapter (or that LoRA is off)."""
         if name in self.loras or name in self.engine.served_model_names:
             raise APIError(400, f"lora_name: the model name {name!r} is already in use",
                            param="lora_name")
         lora = LoRARequest(name, next(self._lora_ids), path)
-        self.engine.check_lora_adapter(lora)
+        await self.engine.add_lora_adapter(lora)
         self.loras[name] = lora
         return lora
 
-    def remove_lora(self, name: str) -> None:
+    async def remove_lora(self, name: str) -> None:
         """Stop serving adapter `name`; 404 if it is not served."""
         lora = self.loras.pop(name, None)
         if lora is None:
             raise APIError(404, f"the LoRA adapter {name!r} is not loaded",
                            param="lora_name", code="model_not_found")
-        self.engine.forget_lora_adapter(lora.lora_int_id)
+        await self.engine.remove_lora_adapter(lora.lora_int_id)
 
     def lora_request(self, model: str) -> LoRARequest | None:
         """The adapter that served name `model` (from `model_name`) is, if any."""

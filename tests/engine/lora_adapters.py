@@ -50,3 +50,23 @@ def peft_greedy(base: Path, adapter: Path | None, prompts: list[list[int]],
                                  do_sample=False, eos_token_id=None, pad_token_id=0)
             outputs.append(out[0, len(prompt):].tolist())
     return outputs
+
+
+def fused_qkv_adapter(adapter: Path, path: Path) -> Path:
+    """A copy of an adapter of q_proj whose weights claim a fused qkv_proj (shapes right
+    for the model, a module name that a model with separate q/k/v projections lacks)."""
+    import shutil
+
+    from safetensors.torch import load_file, save_file
+
+    shutil.copytree(adapter, path)
+    tensors = load_file(path / "adapter_model.safetensors")
+    fused = {}
+    for key, value in tensors.items():
+        if ".q_proj.lora_A" in key:
+            fused[key.replace("q_proj", "qkv_proj")] = value
+        elif ".q_proj.lora_B" in key:
+            fused[key.replace("q_proj", "qkv_proj")] = torch.cat([value, value[: value.shape[0] // 2],
+                                                                  value[: value.shape[0] // 2]])
+    save_file(fused, path / "adapter_model.safetensors")
+    return path

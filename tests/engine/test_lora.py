@@ -13,7 +13,13 @@ import pytest
 pytest.importorskip("peft")
 
 from pagoda import LLM, LoRARequest, SamplingParams  # noqa: E402
-from tests.engine.lora_adapters import ATTENTION, MLP, make_adapter, peft_greedy  # noqa: E402
+from tests.engine.lora_adapters import (  # noqa: E402
+    ATTENTION,
+    MLP,
+    fused_qkv_adapter,
+    make_adapter,
+    peft_greedy,
+)
 from tests.engine.tiny_models import VOCAB, make_checkpoint, tiny_configs  # noqa: E402
 
 NEW_TOKENS = 8
@@ -124,6 +130,9 @@ def test_bad_adapters_are_refused_naming_the_problem(models, tmp_path):
         "(an adapter of another base model?)": wrong_base,
         "use_dora: DoRA adapters are not supported": _copy_adapter(
             src, tmp_path / "dora", {"use_dora": True}),
+        # Found by the engine, not the front end: this model's q/k/v are separate layers.
+        "'model.layers.0.self_attn.qkv_proj' is not a layer of this model": fused_qkv_adapter(
+            src, tmp_path / "fused"),
     }
     prompt = [{"prompt_token_ids": PROMPTS[0]}]
     for i, (problem, path) in enumerate(cases.items()):

@@ -13,7 +13,13 @@ from transformers import AutoTokenizer
 
 pytest.importorskip("peft")
 
-from tests.engine.lora_adapters import ATTENTION, MLP, make_adapter, peft_greedy  # noqa: E402
+from tests.engine.lora_adapters import (  # noqa: E402
+    ATTENTION,
+    MLP,
+    fused_qkv_adapter,
+    make_adapter,
+    peft_greedy,
+)
 from tests.server.conftest import API_KEY, MODEL, TINY_SERVER_ARGS  # noqa: E402
 from tests.server.server_process import ServerProcess  # noqa: E402
 
@@ -106,7 +112,9 @@ def test_bad_adapters_are_400s_naming_the_problem(lora_server, tiny_model, tmp_p
     shutil.copytree(paths["attn"], dora)
     config = json.loads((dora / "adapter_config.json").read_text())
     (dora / "adapter_config.json").write_text(json.dumps({**config, "use_dora": True}))
-    cases = {rank16: "rank 16 is over max_lora_rank 8",
+    fused = fused_qkv_adapter(paths["attn"], tmp_path / "fused")  # refused by the workers
+    cases = {fused: "'model.layers.0.self_attn.qkv_proj' is not a layer of this model",
+             rank16: "rank 16 is over max_lora_rank 8",
              missing: "adapter_model.safetensors not found",
              shaped: "the base model and rank 8 need [8, 64]",
              dora: "use_dora: DoRA adapters are not supported"}

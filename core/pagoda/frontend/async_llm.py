@@ -137,8 +137,12 @@ class AsyncLLM:
         Bad input raises ValueError (TypeError for a prompt of the wrong type) on the first
         iteration, before the core hears of the request; so does a request id in use.
         Leaving early (break, cancellation, a client disconnect) aborts the request and
-        frees its blocks. If the core dies, raises EngineDeadError.
+        frees its blocks. If the core dies, raises EngineDeadError. A `lora_request` not
+        seen before is added first (`add_lora_adapter`).
         """
+        check = self._input_processor.check_adapter
+        if lora_request is not None and check is not None and not check.known(lora_request):
+            await self.add_lora_adapter(lora_request)
         stream = self._add_request(prompt, params, request_id, priority, lora_request)
         finished = False
         try:
@@ -252,18 +256,28 @@ class AsyncLLM:
         at interpreter exit."""
         self._cores.shutdown()
 
-    def check_lora_adapter(self, lora: LoRARequest) -> None:
-        """ValueError naming what is wrong with `lora` (or that LoRA is off); nothing if
-        requests may use it."""
+    async def add_lora_adapter(self, lora: LoRARequest) -> None:
+        """Check `lora` (ValueError naming what is wrong, or that LoRA is off) and have the
+        engine cores read it into host memory, so that its first request does not wait for
+        the disk."""
         check = self._input_processor.check_adapter
         if check is None or not check.enabled:
             raise ValueError("LoRA is off (start the engine with enable_lora)")
         check(lora)
+        futures = self._cores.call("add_lora", lora)
+        problem = next(filter(None, await asyncio.gather(*map(asyncio.wrap_future, futures))),
+                       None)
+        if problem is not None:
+            check.forget(lora.lora_int_id)
+            raise ValueError(problem)
 
-    def forget_lora_adapter(self, lora_int_id: int) -> None:
-        """The adapter id may name another adapter from now on (after an unload)."""
+    async def remove_lora_adapter(self, lora_int_id: int) -> None:
+        """The cores drop the adapter's host copies; the id may name another adapter from
+        now on."""
         if self._input_processor.check_adapter is not None:
             self._input_processor.check_adapter.forget(lora_int_id)
+        await asyncio.gather(*map(asyncio.wrap_future,
+                                  self._cores.call("remove_lora", lora_int_id)))
 
     # ---- internals --------------------------------------------------------------------
 

@@ -42,7 +42,7 @@ class LLMEngine:
         self.pooler: PoolerSpec | None = self.core.info["pooler"]
         """What the model outputs if it is a pooling model; None: it generates."""
         self.input_processor = frontend.input_processor(self.max_model_len, self.pooler,
-                                                        config.lora)
+                                                        config.lora, self.core.add_lora)
         self.output_processor = OutputProcessor(self.tokenizer)
         self._ids = itertools.count()
 

@@ -11,6 +11,7 @@ import json
 import math
 import re
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -143,11 +144,20 @@ class AdapterCheck:
     """The front end's check of each request's adapter: LoRA is on, the adapter is sound
     (`read_adapter`, once per id), and an id always names the same adapter."""
 
-    def __init__(self, hf_config: Any, enabled: bool, max_rank: int):
+    def __init__(self, hf_config: Any, enabled: bool, max_rank: int,
+                 load: Callable[[LoRARequest], str | None] | None = None):
+        """`load`: has the engine read a new adapter (the engine core's `add_lora`), and
+        says what is wrong with it, or None; None: adapters are loaded otherwise
+        (`AsyncLLM.add_lora_adapter` does it beside this check)."""
         self.hf_config = hf_config
         self.enabled = enabled
         self.max_rank = max_rank
+        self.load = load
         self._known: dict[int, LoRARequest] = {}
+
+    def known(self, request: LoRARequest) -> bool:
+        """Whether `request` was checked (and loaded) before."""
+        return self._known.get(request.lora_int_id) == request
 
     def __call__(self, request: LoRARequest) -> None:
         if not self.enabled:
@@ -161,6 +171,9 @@ class AdapterCheck:
                              f"{known.lora_name!r} ({known.lora_path}), not "
                              f"{request.lora_name!r} ({request.lora_path})")
         read_adapter(request, self.hf_config, self.max_rank)
+        problem = self.load(request) if self.load is not None else None
+        if problem is not None:
+            raise ValueError(problem)
         self._known[request.lora_int_id] = request
 
     def forget(self, lora_int_id: int) -> None:

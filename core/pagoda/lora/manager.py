@@ -88,6 +88,14 @@ class LoRAManager:
             self.host.popitem(last=False)
         return spec, weights
 
+    def add(self, lora: LoRARequest) -> None:
+        """Read `lora` into host memory now (checked against this worker's layers)."""
+        self._host_copy(lora)
+
+    def remove(self, lora_int_id: int) -> None:
+        """Drop `lora_int_id`'s host copy; its slot, if it has one, stays until reused."""
+        self.host.pop(lora_int_id, None)
+
     def _slot_for(self, lora: LoRARequest, in_step: set[int]) -> int:
         """`lora`'s device slot, loading it into a free one (or into the least recently
         used one that no adapter of this step holds)."""

@@ -22,6 +22,7 @@ from pagoda.distributed import (
 from pagoda.engine.scheduler_output import ModelRunnerOutput, SchedulerOutput
 from pagoda.executor.base import Worker as WorkerBase
 from pagoda.lora.manager import LoRAManager
+from pagoda.lora.request import LoRARequest
 from pagoda.model_source import ModelSource
 from pagoda.models.layers.attention import log_kv_cache_scales
 from pagoda.models.layers.moe import has_experts
@@ -220,6 +221,20 @@ class Worker(WorkerBase):
         """The token bitmask of the launched step that awaits one; it samples now."""
         assert isinstance(self.runner, ModelRunner), "only generating models have grammars"
         return self.runner.provide_token_bitmask(bitmask)
+
+    def add_lora(self, lora: LoRARequest) -> str | None:
+        """Read adapter `lora` into host memory; what is wrong with it, or None."""
+        if self.lora is None:
+            return "LoRA is off (start the engine with enable_lora)"
+        try:
+            self.lora.add(lora)
+        except (ValueError, OSError, KeyError) as exc:
+            return str(exc)
+        return None
+
+    def remove_lora(self, lora_int_id: int) -> None:
+        if self.lora is not None:
+            self.lora.remove(lora_int_id)
 
     def describe(self) -> dict[str, Any]:
         return {

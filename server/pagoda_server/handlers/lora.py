@@ -28,7 +28,7 @@ async def load_lora_adapter(body: LoadLoRAAdapterRequest, request: Request) -> R
     served: a bad one is a 400 naming the problem, and changes nothing."""
     state = server_state(request)
     try:
-        lora = state.add_lora(body.lora_name, body.lora_path)
+        lora = await state.add_lora(body.lora_name, body.lora_path)
     except ValueError as exc:
         raise bad_request(str(exc), "lora_path") from None
     return JSONResponse({"lora_name": lora.lora_name, "lora_int_id": lora.lora_int_id,
@@ -38,5 +38,5 @@ async def load_lora_adapter(body: LoadLoRAAdapterRequest, request: Request) -> R
 @router.post("/v1/unload_lora_adapter")
 async def unload_lora_adapter(body: UnloadLoRAAdapterRequest, request: Request) -> Response:
     """Requests already running with the adapter finish with it; new ones cannot name it."""
-    server_state(request).remove_lora(body.lora_name)
+    await server_state(request).remove_lora(body.lora_name)
     return JSONResponse({"lora_name": body.lora_name, "unloaded": True})
