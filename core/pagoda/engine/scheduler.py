@@ -59,7 +59,8 @@ class Scheduler:
         share (1 / stages) of the requests, so that consecutive steps hold different
         requests and every stage has work. `proposer`: the drafts of speculative
         requests. `max_loras`: the most distinct LoRA adapters in one step (None: LoRA is
-        off); requests for others wait."""
+        off); requests for others wait (a running one skips the step; a waiting one, and
+        those behind it, are not admitted)."""
         self.config = config
         self.max_loras = max_loras
         self.stages = stages
@@ -223,7 +224,8 @@ class Scheduler:
             ):
                 continue  # wait to share the first sibling's prompt blocks
             if not self._adapter_fits(request, loras):
-                continue  # its adapter waits for a step with room
+                break  # first come, first served: no later request passes it (they would
+                # keep its adapter out as long as requests of the others came)
             computed = self.kv_cache.find_computed_blocks(request)
             num_cached = len(computed) * self.kv_cache.block_size
             num_new = min(request.num_tokens - num_cached, budget)
