@@ -50,6 +50,8 @@ class Worker(WorkerBase):
         self.source = source
         self.hf_config = hf_config
         self.runner: ModelRunner | PoolingModelRunner | None = None
+        self.lora: LoRAManager | None = None
+        """The LoRA adapters' slots (enable_lora), made with the model."""
 
     def init_device(self) -> None:
         self.platform = resolve_platform(self.config.device)
