@@ -1,7 +1,7 @@
 """LoRA adapters: greedy tokens equal HF transformers running the same PEFT adapter, for
 batches that mix three adapters and the base model, under chunked prefill, preemption and
-prefix caching (blocks never shared between adapters); bad adapters are refused naming
-the problem."""
+prefix caching (blocks never shared between adapters), and speculative decoding; bad
+adapters are refused naming the problem."""
 
 from __future__ import annotations
 
@@ -77,7 +77,8 @@ def test_adapters_change_the_tokens(models):
     dict(max_loras=3),
     dict(max_loras=2, max_num_batched_tokens=12, block_size=4),  # chunked; slots swap
     dict(max_loras=1, num_kv_blocks=14, block_size=4, max_num_seqs=8),  # preemption
-], ids=["one-batch", "chunked-two-slots", "preempting-one-slot"])
+    dict(max_loras=3, speculative_method="ngram", num_speculative_tokens=2),  # drafts too
+], ids=["one-batch", "chunked-two-slots", "preempting-one-slot", "speculating"])
 def test_mixed_batch_matches_peft(models, options):
     base, loras, expected = models
     llm = LLM(str(base), dtype="float32", device="cpu", enable_lora=True,
@@ -86,6 +87,8 @@ def test_mixed_batch_matches_peft(models, options):
     assert _run(llm, loras, names) == _want(expected, loras, names)
     if "num_kv_blocks" in options:
         assert llm.engine.core.scheduler.num_preemptions > 0
+    if "speculative_method" in options:
+        assert llm.engine.core.stats().spec_draft_tokens > 0
 
 
 def test_prefix_cache_is_per_adapter(models):
