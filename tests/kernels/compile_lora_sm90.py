@@ -1,6 +1,6 @@
 """Compile the LoRA kernels' variants for an H100/H200 (sm_90) without a GPU, as
-`compile_sm90.py` does for the others: shrink and expand, bf16 and float32, token tiles
-of 16 and 64, ranks of one slot part (16) and of a merged layer's three (64). Run as a
+`compile_sm90.py` does for the others: shrink and expand, bf16 and float32, a tile's rows
+16 and 64 at a time, ranks of one slot part (16) and of a merged layer's three (64). Run as a
 script without TRITON_INTERPRET; one line per variant, non-zero exit on the first failure.
 """
 
@@ -16,13 +16,14 @@ from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 
 from pagoda.kernels.triton.lora import BLOCK_K, BLOCK_N, _lora_expand_kernel, _lora_shrink_kernel
+from pagoda.ops.lora_reference import LORA_TILE
 
 TARGET = GPUTarget("cuda", 90, 32)
 
 
 def _signature(fn: Any, data: str, consts: dict[str, Any]) -> dict[str, str]:
     return {name: "constexpr" if name in consts else
-            "*i32" if name == "slots_ptr" else data if name.endswith("_ptr") else "i32"
+            "*i32" if name in ("order_ptr", "tiles_ptr") else data if name.endswith("_ptr") else "i32"
             for name in fn.arg_names}
 
 
@@ -38,7 +39,8 @@ def main() -> int:
             for block_r in (16, 64):
                 for name, fn, tile in (("shrink", _lora_shrink_kernel, {"BLOCK_K": BLOCK_K}),
                                        ("expand", _lora_expand_kernel, {"BLOCK_N": BLOCK_N})):
-                    consts = dict(BLOCK_T=block_t, BLOCK_R=block_r, DOT_DTYPE=dot, **tile)
+                    consts = dict(TILE=LORA_TILE, BLOCK_T=block_t, BLOCK_R=block_r,
+                                  DOT_DTYPE=dot, **tile)
                     label = f"{name} {data[1:]} t{block_t} r{block_r}"
                     start = time.perf_counter()
                     try:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from pagoda.lora.layers import LoRASlots
+from pagoda.lora.layers import LoRASlots, TokenSlots
 from pagoda.models.layers.linear import (
     ColumnParallelLinear,
     Linear,
@@ -18,6 +18,7 @@ from pagoda.models.layers.linear import (
 )
 from pagoda.models.weights import process_weights_after_loading
 from pagoda.ops import OpTable, use_ops
+from pagoda.ops.lora_reference import group_by_slot
 from pagoda.platforms import resolve_platform
 from pagoda.quant.selector import select_quant_method
 
@@ -65,7 +66,9 @@ def test_output_is_base_plus_each_tokens_adapter(kind: str, quantization: str) -
             quantization == "none")
         x = torch.randn(len(SLOTS), K, generator=gen)
         base = layer(x)
-        layer.lora = LoRASlots(layer, num_slots=2, max_rank=8, token_slots=SLOTS.clone(),
+        order, tiles = group_by_slot(SLOTS.numpy(), 2)
+        tokens = TokenSlots(SLOTS.clone(), torch.from_numpy(order), torch.from_numpy(tiles))
+        layer.lora = LoRASlots(layer, num_slots=2, max_rank=8, tokens=tokens,
                                dtype=torch.float32, device=torch.device("cpu"))
     adapters = []
     for slot, (rank, scaling) in enumerate(((4, 0.5), (8, 2.0))):

@@ -11,6 +11,8 @@ layer's all-reduce (`RowParallelLinear.forward`).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 from torch import nn
 
@@ -21,6 +23,18 @@ from pagoda.models.layers.linear import (
     RowParallelLinear,
 )
 from pagoda.ops import current_ops
+
+
+@dataclass
+class TokenSlots:
+    """Each token's slot (-1: none) in a step, in fixed device buffers as long as the
+    longest step, shared by every layer (decode graphs capture their addresses): `slots`
+    [C] int32 (a step of T tokens reads its first T, the rest -1) and the same grouped by
+    slot, `order` [C] and `tiles` (`pagoda.ops.lora_reference.group_by_slot`)."""
+
+    slots: torch.Tensor
+    order: torch.Tensor
+    tiles: torch.Tensor
 
 
 def _rows(tensor: torch.Tensor, dim: int, part: tuple[int, int, int], what: str) -> torch.Tensor:
@@ -35,7 +49,7 @@ def _rows(tensor: torch.Tensor, dim: int, part: tuple[int, int, int], what: str)
 class LoRASlots(nn.Module):
     """The adapters' weights of one layer in `num_slots` device slots of rank `max_rank`."""
 
-    def __init__(self, layer: Linear, num_slots: int, max_rank: int, token_slots: torch.Tensor,
+    def __init__(self, layer: Linear, num_slots: int, max_rank: int, tokens: TokenSlots,
                  dtype: torch.dtype, device: torch.device):
         super().__init__()
         self.layer_prefix = layer.prefix
@@ -47,9 +61,7 @@ class LoRASlots(nn.Module):
                                               device=device), persistent=False)
         self.register_buffer("b", torch.zeros(num_slots, width, layer.output_size, dtype=dtype,
                                               device=device), persistent=False)
-        self.token_slots = token_slots
-        """The step's slot per token (-1: none), a fixed device buffer shared by every layer
-        (decode graphs capture its address); a step of T tokens reads its first T."""
+        self.tokens = tokens
         ops = current_ops()
         self._shrink, self._expand = ops.lora_shrink, ops.lora_expand
 
@@ -95,5 +107,7 @@ class LoRASlots(nn.Module):
     def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         """y (the base layer's output for x) with each token's adapter applied."""
         x2, y2 = x.reshape(-1, x.shape[-1]), y.reshape(-1, y.shape[-1])
-        slots = self.token_slots[: x2.shape[0]]
-        return self._expand(y2, self._shrink(x2, self.a, slots), self.b, slots).view(y.shape)
+        t = self.tokens
+        slots = t.slots[: x2.shape[0]]
+        h = self._shrink(x2, self.a, slots, t.order, t.tiles)
+        return self._expand(y2, h, self.b, slots, t.order, t.tiles).view(y.shape)

@@ -20,14 +20,15 @@ from torch import nn
 from pagoda.config.engine_config import LoRAConfig
 from pagoda.engine.scheduler_output import SchedulerOutput
 from pagoda.lora.adapter import WEIGHTS_FILE, AdapterSpec, read_adapter
-from pagoda.lora.layers import LoRASlots
+from pagoda.lora.layers import LoRASlots, TokenSlots
 from pagoda.lora.request import LoRARequest
 from pagoda.models.layers.linear import Linear
+from pagoda.ops.lora_reference import group_by_slot
 
 _Weights = dict[str, tuple[torch.Tensor, torch.Tensor]]
 
 
-def attach_lora_slots(model: nn.Module, config: LoRAConfig, token_slots: torch.Tensor,
+def attach_lora_slots(model: nn.Module, config: LoRAConfig, tokens: TokenSlots,
                       dtype: torch.dtype, device: torch.device) -> list[LoRASlots]:
     """Give every linear layer of the model's attention and MLP projections its slots;
     ValueError if the model has none (an architecture LoRA does not reach)."""
@@ -38,7 +39,7 @@ def attach_lora_slots(model: nn.Module, config: LoRAConfig, token_slots: torch.T
         if isinstance(module, Linear) and any(
                 name.rpartition(".")[2] in PROJECTIONS for name in module.checkpoint_names):
             module.lora = LoRASlots(module, config.max_loras, config.max_lora_rank,
-                                    token_slots, dtype, device)
+                                    tokens, dtype, device)
             slots.append(module.lora)
     if not slots:
         raise ValueError(f"enable_lora: {type(model).__name__} has no Pagoda linear layers of "
@@ -53,9 +54,12 @@ class LoRAManager:
         self.config = config
         self.hf_config = hf_config
         self.dtype = dtype
-        self.token_slots = torch.full((max_tokens,), -1, dtype=torch.int32, device=device)
+        order, tiles = group_by_slot(np.full(max_tokens, -1), config.max_loras)
+        self.tokens = TokenSlots(
+            torch.full((max_tokens,), -1, dtype=torch.int32, device=device),
+            torch.from_numpy(order).to(device), torch.from_numpy(tiles).to(device))
         self.layers = {s.layer_prefix: s for s in
-                       attach_lora_slots(model, config, self.token_slots, dtype, device)}
+                       attach_lora_slots(model, config, self.tokens, dtype, device)}
         self._by_part = {part: s for s in self.layers.values() for part in s.parts}
         self._decoder_layers = {part.split(".self_attn.")[0].split(".mlp.")[0]
                                 for part in self._by_part}
@@ -128,9 +132,13 @@ class LoRAManager:
         per_request = np.array([-1 if lora is None else self._slot_for(lora, in_step)
                                 for lora in loras], dtype=np.int32)
         lengths = [len(item.token_ids) for item in step.scheduled]
-        if num_tokens > self.token_slots.shape[0]:
+        capacity = self.tokens.slots.shape[0]
+        if num_tokens > capacity:
             raise ValueError(f"a step of {num_tokens} tokens is over the LoRA slot buffer's "
-                             f"{self.token_slots.shape[0]}")
-        host = np.full(self.token_slots.shape[0], -1, dtype=np.int32)
+                             f"{capacity}")
+        host = np.full(capacity, -1, dtype=np.int32)
         host[: sum(lengths)] = np.repeat(per_request, lengths)
-        self.token_slots.copy_(torch.from_numpy(host), non_blocking=True)
+        order, tiles = group_by_slot(host, self.config.max_loras)
+        for buffer, values in zip((self.tokens.slots, self.tokens.order, self.tokens.tiles),
+                                  (host, order, tiles)):
+            buffer.copy_(torch.from_numpy(values), non_blocking=True)

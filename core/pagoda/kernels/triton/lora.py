@@ -1,15 +1,14 @@
 """The batched LoRA pair (`lora_shrink`, `lora_expand`): every token applies its own
 adapter's slot, or none.
 
-Shrinking, a program takes a tile of tokens and one slot: it multiplies the tile's rows
-of that slot (the others masked, so not read) by the slot's A with `tl.dot` and writes
-those rows; a program whose slot no token of the tile uses ends at once. Expanding, a
-program takes a tile of tokens and of output features and, for each slot some token of
-the tile uses, adds the product of those rows' h and the slot's B. So each token's x is
-read once, tokens of one adapter share its weights in tensor-core products, and nothing
-depends on the step's slots but the data: the launches are the same for every step of a
-shape (decode graphs capture them). Tiles of 64 tokens where a step has more than 16
-read each slot's weights a quarter as often.
+The kernels read the step's tokens grouped by slot (`order` and `tiles`, see
+`pagoda.ops.lora_reference.group_by_slot`, computed once per step): a program takes one
+tile, up to 64 tokens of one slot (and, expanding, a block of output features), gathers
+their rows and multiplies them by that slot's weights with `tl.dot`, so each token is
+computed once and tokens of one adapter share its weights in tensor-core products. A
+tile of tokens with no adapter writes zeros (shrink) or copies y (expand). The grids
+depend only on the buffers' shapes, never on the step's slots, so decode graphs capture
+the launches. Steps of up to 64 tokens take a tile's rows 16 at a time.
 """
 
 from __future__ import annotations
@@ -20,99 +19,116 @@ import triton.language as tl
 
 from pagoda.kernels.triton.common import dot_dtype, pow2
 from pagoda.kernels.triton.launch import DEFAULT_LAUNCH, TritonLaunch
+from pagoda.ops.lora_reference import LORA_TILE, tiles_for
 
 BLOCK_K = 64
 BLOCK_N = 64
 
 
 @triton.jit
-def _lora_shrink_kernel(out_ptr, x_ptr, a_ptr, slots_ptr, num_tokens, k, rank,
+def _lora_shrink_kernel(out_ptr, x_ptr, a_ptr, order_ptr, tiles_ptr, num_tokens, k, rank,
                         stride_x, stride_as, stride_ar, stride_out,
-                        BLOCK_T: tl.constexpr, BLOCK_R: tl.constexpr, BLOCK_K: tl.constexpr,
-                        DOT_DTYPE: tl.constexpr):
-    tok = tl.program_id(0) * BLOCK_T + tl.arange(0, BLOCK_T)
-    s = tl.program_id(1)
-    mine = (tl.load(slots_ptr + tok, mask=tok < num_tokens, other=-1) == s)
-    if tl.max(mine.to(tl.int32), axis=0) > 0:
-        r = tl.arange(0, BLOCK_R)
-        rows = tok.to(tl.int64)[:, None] * stride_x
-        a_rows = a_ptr + s * stride_as + r[None, :] * stride_ar
+                        TILE: tl.constexpr, BLOCK_T: tl.constexpr, BLOCK_R: tl.constexpr,
+                        BLOCK_K: tl.constexpr, DOT_DTYPE: tl.constexpr):
+    tile = tl.program_id(0)
+    slot = tl.load(tiles_ptr + tile * 3)
+    first = tl.load(tiles_ptr + tile * 3 + 1)
+    count = tl.load(tiles_ptr + tile * 3 + 2)
+    r = tl.arange(0, BLOCK_R)
+    a_rows = a_ptr + slot * stride_as + r[None, :] * stride_ar
+    for r0 in range(0, TILE, BLOCK_T):
+        i = r0 + tl.arange(0, BLOCK_T)
+        tok = tl.load(order_ptr + first + i, mask=i < count, other=0)
+        real = (i < count) & (tok < num_tokens)
         acc = tl.zeros((BLOCK_T, BLOCK_R), tl.float32)
-        for k0 in range(0, k, BLOCK_K):
-            kk = k0 + tl.arange(0, BLOCK_K)
-            x = tl.load(x_ptr + rows + kk[None, :], mask=mine[:, None] & (kk[None, :] < k),
-                        other=0.0).to(DOT_DTYPE)
-            a = tl.load(a_rows + kk[:, None], mask=(r[None, :] < rank) & (kk[:, None] < k),
-                        other=0.0).to(DOT_DTYPE)  # [BLOCK_K, BLOCK_R]: A^T
-            acc = tl.dot(x, a, acc, input_precision="ieee")
+        if (slot >= 0) & (r0 < count):
+            rows = x_ptr + tok.to(tl.int64)[:, None] * stride_x
+            for k0 in range(0, k, BLOCK_K):
+                kk = k0 + tl.arange(0, BLOCK_K)
+                x = tl.load(rows + kk[None, :], mask=real[:, None] & (kk[None, :] < k),
+                            other=0.0).to(DOT_DTYPE)
+                a = tl.load(a_rows + kk[:, None], mask=(r[None, :] < rank) & (kk[:, None] < k),
+                            other=0.0).to(DOT_DTYPE)  # [BLOCK_K, BLOCK_R]: A^T
+                acc = tl.dot(x, a, acc, input_precision="ieee")
         tl.store(out_ptr + tok.to(tl.int64)[:, None] * stride_out + r[None, :],
-                 acc.to(out_ptr.dtype.element_ty), mask=mine[:, None] & (r[None, :] < rank))
+                 acc.to(out_ptr.dtype.element_ty), mask=real[:, None] & (r[None, :] < rank))
 
 
 @triton.jit
-def _lora_expand_kernel(out_ptr, y_ptr, h_ptr, b_ptr, slots_ptr, num_tokens, n, rank,
-                        num_slots, stride_y, stride_h, stride_bs, stride_br, stride_out,
-                        BLOCK_T: tl.constexpr, BLOCK_R: tl.constexpr, BLOCK_N: tl.constexpr,
-                        DOT_DTYPE: tl.constexpr):
-    tok = tl.program_id(0) * BLOCK_T + tl.arange(0, BLOCK_T)
+def _lora_expand_kernel(out_ptr, y_ptr, h_ptr, b_ptr, order_ptr, tiles_ptr, num_tokens, n,
+                        rank, stride_y, stride_h, stride_bs, stride_br, stride_out,
+                        TILE: tl.constexpr, BLOCK_T: tl.constexpr, BLOCK_R: tl.constexpr,
+                        BLOCK_N: tl.constexpr, DOT_DTYPE: tl.constexpr):
+    tile = tl.program_id(0)
+    slot = tl.load(tiles_ptr + tile * 3)
+    first = tl.load(tiles_ptr + tile * 3 + 1)
+    count = tl.load(tiles_ptr + tile * 3 + 2)
     cols = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
-    real = tok < num_tokens
-    slot = tl.load(slots_ptr + tok, mask=real, other=-1)
     r = tl.arange(0, BLOCK_R)
-    h_rows = h_ptr + tok.to(tl.int64)[:, None] * stride_h + r[None, :]
-    delta = tl.zeros((BLOCK_T, BLOCK_N), tl.float32)
-    for s in range(0, num_slots):
-        mine = slot == s
-        if tl.max(mine.to(tl.int32), axis=0) > 0:
-            h = tl.load(h_rows, mask=mine[:, None] & (r[None, :] < rank),
-                        other=0.0).to(DOT_DTYPE)
-            b = tl.load(b_ptr + s * stride_bs + r[:, None] * stride_br
-                        + cols[None, :], mask=(r[:, None] < rank) & (cols[None, :] < n),
-                        other=0.0).to(DOT_DTYPE)
-            delta = tl.dot(h, b, delta, input_precision="ieee")
     out_ty = out_ptr.dtype.element_ty
-    inside = real[:, None] & (cols[None, :] < n)
-    y = tl.load(y_ptr + tok.to(tl.int64)[:, None] * stride_y + cols[None, :], mask=inside,
-                other=0.0).to(tl.float32)
-    # The delta rounded to the output dtype before the sum, as the reference's matmul does.
-    out = y + delta.to(out_ty).to(tl.float32)
-    tl.store(out_ptr + tok.to(tl.int64)[:, None] * stride_out + cols[None, :],
-             out.to(out_ty), mask=inside)
+    rows_of_b = tl.where(slot >= 0, rank, 0)  # none for a tile of no adapter
+    b = tl.load(b_ptr + tl.maximum(slot, 0) * stride_bs + r[:, None] * stride_br
+                + cols[None, :], mask=(r[:, None] < rows_of_b) & (cols[None, :] < n),
+                other=0.0).to(DOT_DTYPE)  # the tile's slot's B, read once
+    for r0 in range(0, TILE, BLOCK_T):
+        i = r0 + tl.arange(0, BLOCK_T)
+        tok = tl.load(order_ptr + first + i, mask=i < count, other=0)
+        real = (i < count) & (tok < num_tokens)
+        inside = real[:, None] & (cols[None, :] < n)
+        y = tl.load(y_ptr + tok.to(tl.int64)[:, None] * stride_y + cols[None, :], mask=inside,
+                    other=0.0).to(tl.float32)
+        if slot >= 0:
+            h = tl.load(h_ptr + tok.to(tl.int64)[:, None] * stride_h + r[None, :],
+                        mask=real[:, None] & (r[None, :] < rank), other=0.0).to(DOT_DTYPE)
+            delta = tl.dot(h, b, input_precision="ieee")
+            # The delta rounded to the output dtype before the sum, as the reference's
+            # matmul does.
+            y += delta.to(out_ty).to(tl.float32)
+        tl.store(out_ptr + tok.to(tl.int64)[:, None] * stride_out + cols[None, :],
+                 y.to(out_ty), mask=inside)
 
 
-def _token_tile(num_tokens: int) -> int:
-    """Tokens a program takes: 16 (tl.dot's smallest tile) for a few, else 64."""
-    return 16 if num_tokens <= 16 else 64
+def _num_tiles(num_tokens: int, num_slots: int, tiles: torch.Tensor) -> int:
+    """Programs (tiles) a call of `num_tokens` tokens needs: not the buffer's every tile,
+    most of which hold the longest step's padding."""
+    return min(tiles.shape[0], tiles_for(num_tokens, num_slots))
 
 
-def lora_shrink(x: torch.Tensor, a: torch.Tensor, slots: torch.Tensor, *,
-                launch: TritonLaunch = DEFAULT_LAUNCH) -> torch.Tensor:
+def _row_block(num_tokens: int) -> int:
+    """Rows of a tile taken at once: 16 (tl.dot's smallest) in steps of a few tokens,
+    whose tiles are short, else the whole tile."""
+    return 16 if num_tokens <= LORA_TILE else LORA_TILE
+
+
+def lora_shrink(x: torch.Tensor, a: torch.Tensor, slots: torch.Tensor, order: torch.Tensor,
+                tiles: torch.Tensor, *, launch: TritonLaunch = DEFAULT_LAUNCH) -> torch.Tensor:
     """See `pagoda.ops.reference.lora_shrink`."""
     num_slots, rank, k = a.shape
-    x, a, slots = x.contiguous(), a.contiguous(), slots.contiguous()
-    out = torch.zeros(x.shape[0], rank, dtype=x.dtype, device=x.device)  # rows of no slot
+    x, a = x.contiguous(), a.contiguous()
+    order, tiles = order.to(torch.int32).contiguous(), tiles.to(torch.int32).contiguous()
+    out = torch.empty(x.shape[0], rank, dtype=x.dtype, device=x.device)
     if x.shape[0]:
-        block_t = _token_tile(x.shape[0])
-        _lora_shrink_kernel[(triton.cdiv(x.shape[0], block_t), num_slots)](
-            out, x, a, slots, x.shape[0], k, rank, x.stride(0), a.stride(0),
-            a.stride(1), out.stride(0), BLOCK_T=block_t, BLOCK_R=pow2(rank, 16),
-            BLOCK_K=BLOCK_K, DOT_DTYPE=dot_dtype(x.dtype, _lora_shrink_kernel),
-            **launch.gemv.kwargs())
+        _lora_shrink_kernel[(_num_tiles(x.shape[0], num_slots, tiles),)](
+            out, x, a, order, tiles, x.shape[0], k, rank, x.stride(0), a.stride(0),
+            a.stride(1), out.stride(0), TILE=LORA_TILE, BLOCK_T=_row_block(x.shape[0]),
+            BLOCK_R=pow2(rank, 16), BLOCK_K=BLOCK_K,
+            DOT_DTYPE=dot_dtype(x.dtype, _lora_shrink_kernel), **launch.gemv.kwargs())
     return out
 
 
-def lora_expand(y: torch.Tensor, h: torch.Tensor, b: torch.Tensor, slots: torch.Tensor, *,
+def lora_expand(y: torch.Tensor, h: torch.Tensor, b: torch.Tensor, slots: torch.Tensor,
+                order: torch.Tensor, tiles: torch.Tensor, *,
                 launch: TritonLaunch = DEFAULT_LAUNCH) -> torch.Tensor:
     """See `pagoda.ops.reference.lora_expand`."""
     num_slots, rank, n = b.shape
-    y, h, b, slots = y.contiguous(), h.contiguous(), b.contiguous(), slots.contiguous()
+    y, h, b = y.contiguous(), h.contiguous(), b.contiguous()
+    order, tiles = order.to(torch.int32).contiguous(), tiles.to(torch.int32).contiguous()
     out = torch.empty_like(y)
     if y.shape[0]:
-        block_t = _token_tile(y.shape[0])
-        grid = (triton.cdiv(y.shape[0], block_t), triton.cdiv(n, BLOCK_N))
+        grid = (_num_tiles(y.shape[0], num_slots, tiles), triton.cdiv(n, BLOCK_N))
         _lora_expand_kernel[grid](
-            out, y, h, b, slots, y.shape[0], n, rank, num_slots, y.stride(0), h.stride(0),
-            b.stride(0), b.stride(1), out.stride(0), BLOCK_T=block_t, BLOCK_R=pow2(rank, 16),
-            BLOCK_N=BLOCK_N, DOT_DTYPE=dot_dtype(y.dtype, _lora_expand_kernel),
-            **launch.gemv.kwargs())
+            out, y, h, b, order, tiles, y.shape[0], n, rank, y.stride(0), h.stride(0),
+            b.stride(0), b.stride(1), out.stride(0), TILE=LORA_TILE,
+            BLOCK_T=_row_block(y.shape[0]), BLOCK_R=pow2(rank, 16), BLOCK_N=BLOCK_N,
+            DOT_DTYPE=dot_dtype(y.dtype, _lora_expand_kernel), **launch.gemv.kwargs())
     return out
