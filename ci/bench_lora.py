@@ -25,39 +25,15 @@ ENGINE = {"load_format": "dummy", "dtype": "bfloat16", "max_num_seqs": 1024,
 
 
 def make_adapters(model: Path, root: Path, count: int, rank: int) -> list[Path]:
-    """`count` adapters of every attention and MLP projection of every layer, rank `rank`,
-    lora_alpha 2 x rank, weights small enough that the model stays a model."""
+    """`count` random adapters of every attention and MLP projection of every layer."""
     import torch
-    from safetensors.torch import save_file
     from transformers import AutoConfig
 
-    from pagoda.lora.adapter import projection_shapes
+    from pagoda.testing.lora_adapter import write_random_adapter
 
     config = AutoConfig.from_pretrained(model)
-    shapes = projection_shapes(config)
-    projections = {"self_attn": ("q_proj", "k_proj", "v_proj", "o_proj"),
-                   "mlp": ("gate_proj", "up_proj", "down_proj")}
-    paths = []
-    for index in range(count):
-        gen = torch.Generator().manual_seed(index)
-        tensors = {}
-        for layer in range(config.num_hidden_layers):
-            for block, names in projections.items():
-                for name in names:
-                    out, inp = shapes[name]
-                    key = f"base_model.model.model.layers.{layer}.{block}.{name}"
-                    tensors[f"{key}.lora_A.weight"] = (
-                        torch.randn(rank, inp, generator=gen) * inp**-0.5).bfloat16()
-                    tensors[f"{key}.lora_B.weight"] = (
-                        torch.randn(out, rank, generator=gen) * 0.01).bfloat16()
-        path = root / f"adapter{index}"
-        path.mkdir()
-        save_file(tensors, path / "adapter_model.safetensors")
-        (path / "adapter_config.json").write_text(json.dumps({
-            "peft_type": "LORA", "r": rank, "lora_alpha": 2 * rank, "bias": "none",
-            "target_modules": [n for names in projections.values() for n in names]}))
-        paths.append(path)
-    return paths
+    return [write_random_adapter(config, root / f"adapter{i}", rank=rank, seed=i,
+                                 dtype=torch.bfloat16) for i in range(count)]
 
 
 def one_run(args: argparse.Namespace) -> dict:
