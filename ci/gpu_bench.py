@@ -18,6 +18,8 @@ P  step profiles: the 8B model with 1000 sequences (A) and one (C), the 0.6B wit
 R  step profiles of C (one sequence of the 8B model) with bf16, FP8 and INT4 weights
 Q  quantized weights beside bf16, Pagoda alone: A with FP8 (W8A8, quantized at load) and C
    with FP8 and with INT4 (W4A16, groups of 128)
+L  LoRA: A (Pagoda alone) with 8 rank-16 adapters of every projection spread over the
+   requests, beside the same run without LoRA (ci/bench_lora.py)
 S  structured outputs: A (Pagoda alone) with a JSON schema on every request, beside the same
    run without (a stand-in tokenizer with ASCII characters, so JSON can be spelled)
 V  speculative decoding (ci/bench_speculative.py), each beside no speculation: n-gram
@@ -214,6 +216,18 @@ def quantized(out: Path, llama: Path, s: dict) -> list[dict]:
                      "bandwidth roofline": bound / ours["time_per_output_token_s"],
                      "goal": goal})
     return rows
+
+
+def bench_l(out: Path, llama: Path) -> dict:
+    result = out / "L.json"
+    run([sys.executable, str(ROOT / "ci" / "bench_lora.py"), str(llama), str(result),
+         "--device", "cuda", "--num-prompts", "1000", "--adapters", "8", "--rank", "16"],
+        out / "L.log", timeout=1800)
+    r = json.loads(result.read_text())
+    return {"benchmark": "L 8B 1000x(128,128), 8 rank-16 adapters",
+            "pagoda out tok/s": r["lora"]["output_tokens_per_s"],
+            "no-LoRA out tok/s": r["base"]["output_tokens_per_s"],
+            "ratio": r["lora/base"], "goal": ">= 0.8 of no LoRA"}
 
 
 def structured(out: Path, s: dict) -> list[dict]:
@@ -423,7 +437,8 @@ def main() -> int:
             "E": lambda: bench_e_f(out, llama, s8),
             "G": lambda: gemv(out, llama), "Q": lambda: quantized(out, llama, s8),
             "M": lambda: [bench_m(out, moe, s30)], "N": lambda: [bench_n(out, moe, s30)],
-            "S": lambda: structured(out, s8), "V": lambda: speculative(out, llama)}
+            "S": lambda: structured(out, s8), "V": lambda: speculative(out, llama),
+            "L": lambda: [bench_l(out, llama)]}
     for key in dict.fromkeys("E" if k == "F" else k for k in wanted):
         try:
             rows += plan[key]()

@@ -3,7 +3,8 @@
 from pagoda.version import __version__
 
 __all__ = ["__version__", "LLM", "SamplingParams", "PoolingParams", "StructuredOutputsParams",
-           "RequestOutput", "CompletionOutput", "EmbeddingRequestOutput", "ScoringRequestOutput"]
+           "RequestOutput", "CompletionOutput", "EmbeddingRequestOutput", "ScoringRequestOutput",
+           "LoRARequest"]
 
 
 def __getattr__(name: str):
@@ -20,6 +21,10 @@ def __getattr__(name: str):
         from pagoda.pooling_params import PoolingParams
 
         return PoolingParams
+    if name == "LoRARequest":
+        from pagoda.lora.request import LoRARequest
+
+        return LoRARequest
     if name == "StructuredOutputsParams":
         from pagoda.structured import StructuredOutputsParams
 

@@ -15,6 +15,7 @@ from pagoda_server.handlers import (
     chat,
     completions,
     embeddings,
+    lora,
     scoring,
     service,
     tokens,
@@ -33,6 +34,6 @@ def build_app(engine: AsyncLLM, api_keys: list[str],
     app.state.pagoda = ServerState(engine, ServerMetrics(engine), chat_format)
     install_error_handlers(app)
     app.add_middleware(APIKeyMiddleware, keys=api_keys)
-    for module in (completions, chat, anthropic, embeddings, scoring, tokens, service):
+    for module in (completions, chat, anthropic, embeddings, scoring, tokens, service, lora):
         app.include_router(module.router)
     return app

@@ -28,6 +28,19 @@ class ServerConfig:
     keys. None at all: no authentication."""
     log_level: Literal["critical", "error", "warning", "info", "debug"] = "info"
     """The least severe log messages shown."""
+    lora_modules: list[str] = field(default_factory=list)
+    """LoRA adapters served from start-up, each name=path (a PEFT adapter directory);
+    clients name one as the model. Needs --enable-lora."""
+
+    def lora_adapters(self) -> dict[str, str]:
+        """`lora_modules` as name -> path; ValueError for an entry that is not name=path."""
+        adapters = {}
+        for entry in self.lora_modules:
+            name, sep, path = entry.partition("=")
+            if not sep or not name.strip() or not path.strip():
+                raise ValueError(f"lora_modules: {entry!r} is not name=path")
+            adapters[name.strip()] = path.strip()
+        return adapters
 
     def accepted_api_keys(self) -> list[str]:
         """`api_key` and those of PAGODA_API_KEY."""

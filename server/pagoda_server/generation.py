@@ -16,6 +16,7 @@ from fastapi import Request
 
 from pagoda.frontend.async_llm import AsyncLLM, EngineDeadError
 from pagoda.inputs import PromptInput
+from pagoda.lora.request import LoRARequest
 from pagoda.outputs import RequestOutput
 from pagoda.sampling_params import SamplingParams
 from pagoda_server.errors import (
@@ -72,8 +73,10 @@ async def _first(outputs: Outputs) -> RequestOutput:
 
 
 async def _start(state: ServerState, request: Request, prompt: PromptInput,
-                 params: SamplingParams, request_id: str, priority: int) -> Outputs:
-    outputs = state.metrics.track(state.engine.generate(prompt, params, request_id, priority))
+                 params: SamplingParams, request_id: str, priority: int,
+                 lora: LoRARequest | None) -> Outputs:
+    outputs = state.metrics.track(state.engine.generate(prompt, params, request_id, priority,
+                                                        lora))
     watcher = asyncio.ensure_future(_watch(request, state.engine, request_id))
     try:
         first = await _first(outputs)
@@ -88,12 +91,14 @@ async def _start(state: ServerState, request: Request, prompt: PromptInput,
 
 async def start_generations(state: ServerState, request: Request, prompts: list[PromptInput],
                             params: SamplingParams, request_id: str,
-                            priority: int = 0) -> list[Outputs]:
+                            priority: int = 0, model: str | None = None) -> list[Outputs]:
     """Submit every prompt at once (ids `request_id-i` when several) and return their
-    outputs once each has its first; if any fails, the others are aborted."""
+    outputs once each has its first; if any fails, the others are aborted. `model`: the
+    served name asked for (a LoRA adapter's runs the prompts with it)."""
+    lora = None if model is None else state.lora_request(model)
     started = await asyncio.gather(*(
         _start(state, request, prompt, params.clone(),
-               request_id if len(prompts) == 1 else f"{request_id}-{i}", priority)
+               request_id if len(prompts) == 1 else f"{request_id}-{i}", priority, lora)
         for i, prompt in enumerate(prompts)
     ), return_exceptions=True)
     streams = [s for s in started if not isinstance(s, BaseException)]

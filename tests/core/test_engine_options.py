@@ -15,6 +15,7 @@ from pagoda.cli.main import build_parser, main
 from pagoda.config import (
     CacheConfig,
     EngineConfig,
+    LoRAConfig,
     ModelConfig,
     ParallelConfig,
     PoolerConfig,
@@ -68,6 +69,10 @@ NON_DEFAULTS: dict[str, tuple[object, list[str]]] = {
     "speculative_model": ("draft-dir", ["--speculative-model", "draft-dir"]),
     "speculative_dtype": ("float16", ["--speculative-dtype", "fp16"]),
     "speculative_quantization": ("fp8", ["--speculative-quantization", "fp8"]),
+    "enable_lora": (True, ["--enable-lora"]),
+    "max_loras": (4, ["--max-loras", "4"]),
+    "max_lora_rank": (64, ["--max-lora-rank", "64"]),
+    "max_cpu_loras": (8, ["--max-cpu-loras", "8"]),
     "device": ("template", ["--device", "template"]),
     "attention_backend": ("reference", ["--attention-backend", "reference"]),
     "distributed_executor_backend": ("mp", ["--distributed-executor-backend", "mp"]),
@@ -86,10 +91,11 @@ ENGINE_COMMANDS = {
 
 def test_every_field_has_a_unique_flat_name_and_a_non_default_here() -> None:
     sections = (ModelConfig, CacheConfig, SchedulerConfig, ParallelConfig, PoolerConfig,
-                SpeculativeConfig)
+                SpeculativeConfig, LoRAConfig)
     leaves = [f.name for c in sections for f in dataclasses.fields(c)] + [
         f.name for f in dataclasses.fields(EngineConfig)
-        if f.name not in ("model", "cache", "scheduler", "parallel", "pooler", "speculative")]
+        if f.name not in ("model", "cache", "scheduler", "parallel", "pooler", "speculative",
+                          "lora")]
     assert len(set(leaves)) == len(leaves) == len(flat_fields(EngineConfig))
     assert list(NON_DEFAULTS) == list(flat_fields(EngineConfig))
     defaults = flat_values(EngineConfig())

@@ -3,6 +3,7 @@
 from pagoda.config.engine_config import (
     CacheConfig,
     EngineConfig,
+    LoRAConfig,
     ModelConfig,
     ParallelConfig,
     PoolerConfig,
@@ -10,5 +11,5 @@ from pagoda.config.engine_config import (
     SpeculativeConfig,
 )
 
-__all__ = ["CacheConfig", "EngineConfig", "ModelConfig", "ParallelConfig", "PoolerConfig",
+__all__ = ["CacheConfig", "EngineConfig", "LoRAConfig", "ModelConfig", "ParallelConfig", "PoolerConfig",
            "SchedulerConfig", "SpeculativeConfig"]

@@ -313,6 +313,30 @@ class SpeculativeConfig:
 
 
 @dataclass
+class LoRAConfig:
+    """LoRA adapters (PEFT) served beside the base model: a request names its adapter (or
+    none), and requests of different adapters share a step."""
+
+    enable_lora: bool = False
+    """Serve LoRA adapters of the attention and MLP projections."""
+    max_loras: int = 1
+    """Adapters on the device at once (its slots), so also the most distinct adapters in
+    one step; requests for others wait."""
+    max_lora_rank: int = 16
+    """Largest adapter rank accepted (slots are this wide)."""
+    max_cpu_loras: int | None = None
+    """Adapters kept in host memory, least recently used dropped first; None: max_loras."""
+
+    def __post_init__(self) -> None:
+        for name in ("max_loras", "max_lora_rank"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.max_cpu_loras is not None and self.max_cpu_loras < self.max_loras:
+            raise ValueError(f"max_cpu_loras ({self.max_cpu_loras}) must be >= max_loras "
+                             f"({self.max_loras})")
+
+
+@dataclass
 class EngineConfig:
     """Everything an engine needs to know before it loads; its leaf fields are the options
     of `LLM(...)` and of the commands that build an engine."""
@@ -323,6 +347,7 @@ class EngineConfig:
     parallel: ParallelConfig = field(default_factory=ParallelConfig)
     pooler: PoolerConfig = field(default_factory=PoolerConfig)
     speculative: SpeculativeConfig = field(default_factory=SpeculativeConfig)
+    lora: LoRAConfig = field(default_factory=LoRAConfig)
     device: str | None = None
     """Platform name or auto (the best usable one); None: PAGODA_DEVICE, else auto. Holds
     the chosen platform's name once the config is built."""
@@ -347,6 +372,9 @@ class EngineConfig:
         if self.speculative.speculative_method is not None and self.model.runner == "pooling":
             raise ValueError("speculative_method: a pooling model (runner pooling) generates "
                              "no tokens to speculate on")
+        if self.lora.enable_lora and self.model.runner == "pooling":
+            raise ValueError("enable_lora: LoRA adapters are served for generating models, "
+                             "not pooling ones (runner pooling)")
         self.device = choose_device(self.device, get_registries())
 
     @classmethod

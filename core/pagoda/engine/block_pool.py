@@ -28,6 +28,12 @@ def hash_block(parent_hash: bytes | None, token_ids: Sequence[int]) -> bytes:
     return h.digest()
 
 
+def root_hash(lora_id: int) -> bytes | None:
+    """The parent hash of a request's first block: None for the base model, else one per
+    LoRA adapter, so that no two adapters (whose KV differs) share cached blocks."""
+    return None if lora_id == 0 else hashlib.sha256(b"pagoda-lora-%d" % lora_id).digest()
+
+
 class BlockPool:
     def __init__(self, num_blocks: int, enable_caching: bool):
         if num_blocks < 1:

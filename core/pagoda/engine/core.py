@@ -35,6 +35,7 @@ from pagoda.engine.request import Request, RequestStatus
 from pagoda.engine.scheduler import Scheduler
 from pagoda.engine.scheduler_output import EngineCoreOutput, SchedulerOutput, StepResult
 from pagoda.engine.thinking import ThinkingBudget
+from pagoda.lora.request import LoRARequest
 from pagoda.model_source import ModelSource
 from pagoda.outputs import EngineStats
 from pagoda.platforms import resolve_platform
@@ -103,7 +104,9 @@ class EngineCore:
         elif spec.speculative_method == "draft":  # the worker's draft model fills them
             self.proposer = DraftModelSlots(spec.num_speculative_tokens)
         self.scheduler = Scheduler(scheduler_config, self.kv_cache, max_model_len,
-                                   stages=stages, proposer=self.proposer)
+                                   stages=stages, proposer=self.proposer,
+                                   max_loras=config.lora.max_loras
+                                   if config.lora.enable_lora else None)
         overlap = config.scheduler.async_scheduling
         if overlap and not platform.supports_async_scheduling:
             raise ValueError(f"async_scheduling: platform {platform.name!r} cannot overlap "
@@ -226,6 +229,15 @@ class EngineCore:
         return EngineStats(sched.num_running, sched.num_waiting, self.kv_cache.usage,
                            s.queries, s.hits, sched.num_preemptions,
                            sched.num_draft_tokens, sched.num_accepted_tokens)
+
+    def add_lora(self, lora: LoRARequest) -> str | None:
+        """Read LoRA adapter `lora` into every worker's host memory, so that its first
+        request does not wait for the disk; what is wrong with it, or None."""
+        return next(filter(None, self.executor.collective_rpc("add_lora", (lora,))), None)
+
+    def remove_lora(self, lora_int_id: int) -> None:
+        """Drop the adapter's host copies (requests running with it keep its slot)."""
+        self.executor.collective_rpc("remove_lora", (lora_int_id,))
 
     def reset_prefix_cache(self) -> bool:
         return self.kv_cache.reset_prefix_cache()

@@ -127,7 +127,7 @@ class _CoreLoop:
         elif isinstance(message, UtilityCall):
             if message.method not in UTILITY_METHODS:
                 raise ValueError(f"unknown utility method {message.method!r}")
-            value = getattr(self.core, message.method)()
+            value = getattr(self.core, message.method)(*message.args)
             self.outbox.put(UtilityResult(message.call_id, value))
         elif isinstance(message, Shutdown):
             self.running = False

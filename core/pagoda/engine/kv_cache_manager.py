@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pagoda.engine.block_pool import BlockPool, KVBlock, hash_block
+from pagoda.engine.block_pool import BlockPool, KVBlock, hash_block, root_hash
 from pagoda.engine.request import Request
 
 
@@ -47,7 +47,7 @@ class KVCacheManager:
         """Extend request.block_hashes over the full blocks of its first num_tokens tokens."""
         bs = self.block_size
         for i in range(len(request.block_hashes), num_tokens // bs):
-            parent = request.block_hashes[i - 1] if i else None
+            parent = request.block_hashes[i - 1] if i else root_hash(request.lora_id)
             tokens = request.token_ids_between(i * bs, (i + 1) * bs)
             request.block_hashes.append(hash_block(parent, tokens))
 

@@ -31,7 +31,8 @@ class FinishRequests:
 class UtilityCall:
     call_id: int
     method: str
-    """One of UTILITY_METHODS, called on the EngineCore with no arguments."""
+    """One of UTILITY_METHODS, called on the EngineCore with `args`."""
+    args: tuple[Any, ...] = ()
 
 
 @dataclass
@@ -39,7 +40,7 @@ class Shutdown:
     pass
 
 
-UTILITY_METHODS = ("stats", "reset_prefix_cache")
+UTILITY_METHODS = ("stats", "reset_prefix_cache", "add_lora", "remove_lora")
 
 # ---- core -> parent -------------------------------------------------------------------
 

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from pagoda.engine.thinking import ThinkingBudget
+    from pagoda.lora.request import LoRARequest
     from pagoda.pooling_params import PoolingParams
     from pagoda.sampling_params import SamplingParams
     from pagoda.structured.engine import RequestGrammar
@@ -58,6 +59,8 @@ class Request:
     token_type_ids: list[int] | None = None
     """Per prompt token, its segment (a cross-encoder's text pair: 0 for the first text, 1
     for the second); None: all 0."""
+    lora_request: LoRARequest | None = None
+    """The LoRA adapter it runs with (None: the base model)."""
 
     output_token_ids: list[int] = field(default_factory=list)
     num_computed_tokens: int = 0
@@ -120,6 +123,11 @@ class Request:
     def wants_prompt_logprobs(self) -> bool:
         """Whether every prompt position's logits are needed."""
         return self.sampling_params is not None and self.sampling_params.prompt_logprobs is not None
+
+    @property
+    def lora_id(self) -> int:
+        """Its adapter's id; 0 for the base model."""
+        return 0 if self.lora_request is None else self.lora_request.lora_int_id
 
     @property
     def is_finished(self) -> bool:

@@ -52,14 +52,18 @@ logger = logging.getLogger(__name__)
 class Scheduler:
     def __init__(self, config: SchedulerConfig, kv_cache: KVCacheManager, max_model_len: int,
                  *, stages: int = 1,
-                 proposer: NgramProposer | DraftModelSlots | None = None):
+                 proposer: NgramProposer | DraftModelSlots | None = None,
+                 max_loras: int | None = None):
         """`stages`: pipeline stages, each working on a step of its own. With one, a
         request whose token is in flight may be scheduled at that token's position (see
         above); with several, it waits for the token, and each step takes at most its
         share (1 / stages) of the requests, so that consecutive steps hold different
         requests and every stage has work. `proposer`: the drafts of speculative
-        requests (a draft model's: placeholders the worker fills)."""
+        requests (a draft model's: placeholders the worker fills). `max_loras`: the most
+        distinct LoRA adapters in one step (None: LoRA is off); requests for others wait (a
+        running one skips the step; a waiting one, and those behind it, are not admitted)."""
         self.config = config
+        self.max_loras = max_loras
         self.stages = stages
         self.placeholders = stages == 1
         self.kv_cache = kv_cache
@@ -160,17 +164,26 @@ class Scheduler:
         share = -(-(len(self.running) + len(self.waiting)) // self.stages)
         return max(1, min(share, self.config.max_num_seqs))
 
+    def _adapter_fits(self, request: Request, loras: set[int]) -> bool:
+        """Whether `request` may join a step whose adapters so far are `loras`."""
+        lora = request.lora_id
+        return (lora == 0 or lora in loras or self.max_loras is None
+                or len(loras - {0}) < self.max_loras)
+
     def schedule(self) -> SchedulerOutput:
         budget = self.config.max_num_batched_tokens
         max_seqs = self._max_seqs_per_step()
         planned: dict[str, int] = {}
         preempted = False
+        loras: set[int] = set()
 
         for request in list(self.running):
             if budget <= 0 or len(planned) >= max_seqs:
                 break
             if request.status != RequestStatus.RUNNING:
                 continue  # preempted earlier in this loop
+            if not self._adapter_fits(request, loras):
+                continue
             num_new = self._tokens_wanted(request, budget)
             if num_new <= 0:
                 continue
@@ -179,6 +192,7 @@ class Scheduler:
                 request.draft_token_ids = drafts
                 planned[request.request_id] = num_new + len(drafts)
                 budget -= num_new + len(drafts)
+                loras.add(request.lora_id)
                 continue
             while not self.kv_cache.allocate_slots(request, num_new):
                 victim = max(self.running, key=self._rank)
@@ -191,12 +205,14 @@ class Scheduler:
             else:
                 planned[request.request_id] = num_new
                 budget -= num_new
+                loras.add(request.lora_id)
 
         if not preempted:
-            budget = self._schedule_waiting(planned, budget, max_seqs)
+            budget = self._schedule_waiting(planned, budget, max_seqs, loras)
         return self._build_output(planned)
 
-    def _schedule_waiting(self, planned: dict[str, int], budget: int, max_seqs: int) -> int:
+    def _schedule_waiting(self, planned: dict[str, int], budget: int, max_seqs: int,
+                          loras: set[int]) -> int:
         for request in list(self.waiting):
             if (budget <= 0 or len(self.running) >= self.config.max_num_seqs
                     or len(planned) >= max_seqs):
@@ -208,6 +224,9 @@ class Scheduler:
                 parent.num_computed_tokens < parent.num_prompt_tokens
             ):
                 continue  # wait to share the first sibling's prompt blocks
+            if not self._adapter_fits(request, loras):
+                break  # first come, first served: no later request passes it (they would
+                # keep its adapter out as long as requests of the others came)
             computed = self.kv_cache.find_computed_blocks(request)
             num_cached = len(computed) * self.kv_cache.block_size
             num_new = min(request.num_tokens - num_cached, budget)
@@ -215,6 +234,7 @@ class Scheduler:
                 break
             if not self.kv_cache.allocate_slots(request, num_new, computed):
                 break
+            loras.add(request.lora_id)
             self.waiting.remove(request)
             self.running.append(request)
             if request.num_cached_tokens < 0:
@@ -240,7 +260,7 @@ class Scheduler:
                 out.new_requests.append(NewRequestData(
                     request.request_id, request.prompt_token_ids, list(request.output_token_ids),
                     request.sampling_params, request.eos_token_id, request.pooling_params,
-                    request.token_type_ids,
+                    request.token_type_ids, request.lora_request,
                 ))
             out.scheduled.append(ScheduledRequest(
                 request_id=request.request_id,

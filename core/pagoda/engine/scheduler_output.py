@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Protocol
 from pagoda.outputs import TokenLogprobs
 
 if TYPE_CHECKING:
+    from pagoda.lora.request import LoRARequest
     from pagoda.pooling_params import PoolingParams
     from pagoda.sampling_params import SamplingParams
     from pagoda.structured.engine import GrammarBitmask
@@ -26,6 +27,8 @@ class NewRequestData:
     pooling_params: PoolingParams | None = None
     """Set for a pooling request (and then sampling_params is None)."""
     token_type_ids: list[int] | None = None
+    lora_request: LoRARequest | None = None
+    """The LoRA adapter it runs with, if any."""
 
 
 @dataclass

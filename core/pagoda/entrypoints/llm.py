@@ -11,6 +11,7 @@ from pagoda.config import EngineConfig
 from pagoda.frontend.input_processor import ProcessedPrompt
 from pagoda.frontend.llm_engine import LLMEngine
 from pagoda.inputs import PromptInput
+from pagoda.lora.request import LoRARequest
 from pagoda.outputs import (
     EmbeddingOutput,
     EmbeddingRequestOutput,
@@ -52,8 +53,11 @@ class LLM:
         *,
         use_tqdm: bool = True,
         priority: Sequence[int] | None = None,
+        lora_request: LoRARequest | Sequence[LoRARequest | None] | None = None,
     ) -> list[RequestOutput]:
-        """Generate for each prompt (text, token ids, or a dict); outputs in input order."""
+        """Generate for each prompt (text, token ids, or a dict); outputs in input order.
+        `lora_request`: the LoRA adapter of every prompt, or one per prompt (None: the base
+        model); the engine needs enable_lora."""
         prompts = _prompt_list(prompts)
         if sampling_params is None:
             sampling_params = self.engine.default_sampling_params()
@@ -63,11 +67,15 @@ class LLM:
             raise ValueError(f"got {len(sampling_params)} sampling_params for {len(prompts)} prompts")
         if priority is not None and len(priority) != len(prompts):
             raise ValueError(f"got {len(priority)} priorities for {len(prompts)} prompts")
+        if lora_request is None or isinstance(lora_request, LoRARequest):
+            lora_request = [lora_request] * len(prompts)
+        if len(lora_request) != len(prompts):
+            raise ValueError(f"got {len(lora_request)} lora_requests for {len(prompts)} prompts")
 
         def add(i: int, request_id: str) -> None:
             self.engine.add_request(request_id, prompts[i], sampling_params[i],
                                     priority[i] if priority is not None else 0,
-                                    final_only=True)
+                                    final_only=True, lora_request=lora_request[i])
 
         return self._run_all(len(prompts), add, use_tqdm)  # type: ignore[return-value]
 

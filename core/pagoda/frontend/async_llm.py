@@ -24,6 +24,7 @@ from pagoda.frontend.input_processor import ProcessedPrompt
 from pagoda.frontend.model_frontend import ModelFrontend
 from pagoda.frontend.output_processor import OutputProcessor
 from pagoda.inputs import PromptInput
+from pagoda.lora.request import LoRARequest
 from pagoda.outputs import EngineStats, PoolingRequestOutput, RequestOutput
 from pagoda.pooling import PoolerSpec
 from pagoda.pooling_params import PoolingParams
@@ -123,20 +124,26 @@ class AsyncLLM:
         self.max_model_len: int = self._cores.max_model_len
         self.pooler: PoolerSpec | None = self.info["pooler"]
         """What the model outputs if it is a pooling model; None: it generates."""
-        self._input_processor = self.frontend.input_processor(self.max_model_len, self.pooler)
+        self._input_processor = self.frontend.input_processor(self.max_model_len, self.pooler,
+                                                              config.lora)
 
     # ---- requests ---------------------------------------------------------------------
 
     async def generate(self, prompt: PromptInput, params: SamplingParams, request_id: str,
-                       priority: int = 0) -> AsyncIterator[RequestOutput]:
+                       priority: int = 0, lora_request: LoRARequest | None = None
+                       ) -> AsyncIterator[RequestOutput]:
         """Stream one request's cumulative outputs; the last has `finished` True.
 
         Bad input raises ValueError (TypeError for a prompt of the wrong type) on the first
         iteration, before the core hears of the request; so does a request id in use.
         Leaving early (break, cancellation, a client disconnect) aborts the request and
-        frees its blocks. If the core dies, raises EngineDeadError.
+        frees its blocks. If the core dies, raises EngineDeadError. A `lora_request` not
+        seen before is added first (`add_lora_adapter`).
         """
-        stream = self._add_request(prompt, params, request_id, priority)
+        check = self._input_processor.check_adapter
+        if lora_request is not None and check is not None and not check.known(lora_request):
+            await self.add_lora_adapter(lora_request)
+        stream = self._add_request(prompt, params, request_id, priority, lora_request)
         finished = False
         try:
             while not finished:
@@ -249,13 +256,37 @@ class AsyncLLM:
         at interpreter exit."""
         self._cores.shutdown()
 
+    async def add_lora_adapter(self, lora: LoRARequest) -> None:
+        """Check `lora` (ValueError naming what is wrong, or that LoRA is off) and have the
+        engine cores read it into host memory, so that its first request does not wait for
+        the disk."""
+        check = self._input_processor.check_adapter
+        if check is None or not check.enabled:
+            raise ValueError("LoRA is off (start the engine with enable_lora)")
+        check(lora)
+        futures = self._cores.call("add_lora", lora)
+        problem = next(filter(None, await asyncio.gather(*map(asyncio.wrap_future, futures))),
+                       None)
+        if problem is not None:
+            check.forget(lora.lora_int_id)
+            raise ValueError(problem)
+
+    async def remove_lora_adapter(self, lora_int_id: int) -> None:
+        """The cores drop the adapter's host copies; the id may name another adapter from
+        now on."""
+        if self._input_processor.check_adapter is not None:
+            self._input_processor.check_adapter.forget(lora_int_id)
+        await asyncio.gather(*map(asyncio.wrap_future,
+                                  self._cores.call("remove_lora", lora_int_id)))
+
     # ---- internals --------------------------------------------------------------------
 
     def _add_request(self, prompt: PromptInput, params: SamplingParams, request_id: str,
-                     priority: int) -> _Stream:
+                     priority: int, lora_request: LoRARequest | None = None) -> _Stream:
         self._raise_if_dead()
         processed = self._input_processor.tokenize(prompt)
-        requests = self._input_processor.make_requests(request_id, processed, params, priority)
+        requests = self._input_processor.make_requests(request_id, processed, params, priority,
+                                                       lora_request=lora_request)
         return self._submit(request_id, requests, lambda: self._output_processor.add(
             request_id, processed, requests))
 

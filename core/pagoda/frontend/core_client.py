@@ -107,9 +107,9 @@ class EngineCoreClient:
             raise EngineDeadError(self._dead_reason)
         self._outbox.put(message)
 
-    def call(self, method: str) -> Future[Any]:
-        """Call a utility method on the core; the future fails with EngineDeadError if the
-        core dies first."""
+    def call(self, method: str, *args: Any) -> Future[Any]:
+        """Call a utility method on the core with `args`; the future fails with
+        EngineDeadError if the core dies first."""
         future: Future[Any] = Future()
         future.set_running_or_notify_cancel()  # a caller's timeout must not cancel it under us
         with self._lock:
@@ -118,7 +118,7 @@ class EngineCoreClient:
                 return future
             call_id = next(self._call_ids)
             self._calls[call_id] = future
-            self._outbox.put(UtilityCall(call_id, method))
+            self._outbox.put(UtilityCall(call_id, method, args))
         return future
 
     def shutdown(self, timeout: float = 10.0) -> None:

@@ -77,9 +77,9 @@ class EngineCores:
         """The request has its last output: it no longer counts in its core's load."""
         self.balancer.finished(self._core_of.pop(request_id))
 
-    def call(self, method: str) -> list[Future[Any]]:
+    def call(self, method: str, *args: Any) -> list[Future[Any]]:
         """Call a utility method on every core."""
-        return [client.call(method) for client in self.clients]
+        return [client.call(method, *args) for client in self.clients]
 
     def shutdown(self) -> None:
         for client in self.clients:

@@ -8,6 +8,8 @@ from typing import Any
 
 from pagoda.engine.request import Request
 from pagoda.inputs import PromptInput
+from pagoda.lora.adapter import AdapterCheck
+from pagoda.lora.request import LoRARequest
 from pagoda.pooling import PoolerSpec
 from pagoda.pooling_params import PoolingParams
 from pagoda.sampling_params import SamplingParams
@@ -25,8 +27,11 @@ class ProcessedPrompt:
 
 class InputProcessor:
     def __init__(self, tokenizer: Any, max_model_len: int, vocab_size: int,
-                 eos_token_id: int | None, pooler: PoolerSpec | None = None):
-        """`pooler`: what the model outputs if it is a pooling model (None: it generates)."""
+                 eos_token_id: int | None, pooler: PoolerSpec | None = None,
+                 check_adapter: AdapterCheck | None = None):
+        """`pooler`: what the model outputs if it is a pooling model (None: it generates);
+        `check_adapter`: refuses a request's LoRA adapter (None: LoRA is off)."""
+        self.check_adapter = check_adapter
         self.tokenizer = tokenizer
         self.max_model_len = max_model_len
         self.vocab_size = vocab_size
@@ -93,9 +98,15 @@ class InputProcessor:
         return params.max_tokens
 
     def make_requests(self, request_id: str, prompt: ProcessedPrompt, params: SamplingParams,
-                      priority: int = 0, arrival_time: float | None = None) -> list[Request]:
-        """One Request per completion; siblings of n > 1 share the first one's prompt blocks."""
+                      priority: int = 0, arrival_time: float | None = None,
+                      lora_request: LoRARequest | None = None) -> list[Request]:
+        """One Request per completion; siblings of n > 1 share the first one's prompt blocks.
+        `lora_request`: the adapter they run with (ValueError if it is refused)."""
         max_tokens = self.validate(prompt, params)
+        if lora_request is not None:
+            if self.check_adapter is None:
+                raise ValueError("lora_request: LoRA is off (start the engine with enable_lora)")
+            self.check_adapter(lora_request)
         if params.bad_words:
             params.encode_bad_words(self._encode_no_special)
         if params.thinking_budget is not None:
@@ -114,6 +125,7 @@ class InputProcessor:
                 eos_token_id=self.eos_token_id,
                 priority=priority,
                 fork_of=requests[0] if requests else None,
+                lora_request=lora_request,
                 **extra,
             ))
         return requests

@@ -12,6 +12,7 @@ from pagoda.frontend.input_processor import ProcessedPrompt
 from pagoda.frontend.model_frontend import ModelFrontend
 from pagoda.frontend.output_processor import OutputProcessor
 from pagoda.inputs import PromptInput
+from pagoda.lora.request import LoRARequest
 from pagoda.model_source import ModelSource
 from pagoda.outputs import PoolingRequestOutput, RequestOutput
 from pagoda.pooling import PoolerSpec
@@ -40,7 +41,8 @@ class LLMEngine:
         self.max_model_len = self.core.max_model_len
         self.pooler: PoolerSpec | None = self.core.info["pooler"]
         """What the model outputs if it is a pooling model; None: it generates."""
-        self.input_processor = frontend.input_processor(self.max_model_len, self.pooler)
+        self.input_processor = frontend.input_processor(self.max_model_len, self.pooler,
+                                                        config.lora, self.core.add_lora)
         self.output_processor = OutputProcessor(self.tokenizer)
         self._ids = itertools.count()
 
@@ -52,13 +54,15 @@ class LLMEngine:
         return str(next(self._ids))
 
     def add_request(self, request_id: str, prompt: PromptInput, params: SamplingParams,
-                    priority: int = 0, final_only: bool = False) -> None:
-        """Queue a request; `step()` reports it every step, or only once finished with
-        `final_only`."""
+                    priority: int = 0, final_only: bool = False,
+                    lora_request: LoRARequest | None = None) -> None:
+        """Queue a request (with `lora_request`'s adapter, if any); `step()` reports it
+        every step, or only once finished with `final_only`."""
         if self.output_processor.has_request(request_id):
             raise ValueError(f"request id {request_id!r} is already in use")
         processed = self.input_processor.tokenize(prompt)
-        requests = self.input_processor.make_requests(request_id, processed, params, priority)
+        requests = self.input_processor.make_requests(request_id, processed, params, priority,
+                                                      lora_request=lora_request)
         self.output_processor.add(request_id, processed, requests, final_only)
         for request in requests:
             self.core.add_request(request)

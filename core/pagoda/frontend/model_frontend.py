@@ -3,11 +3,14 @@ tokenizer, eos id and sampling defaults. Shared by `LLMEngine` and `AsyncLLM`.""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from pagoda.config import EngineConfig
+from pagoda.config import EngineConfig, LoRAConfig
 from pagoda.frontend.input_processor import InputProcessor
+from pagoda.lora.adapter import AdapterCheck
+from pagoda.lora.request import LoRARequest
 from pagoda.model_source import ModelSource, resolve_model
 from pagoda.pooling import PoolerSpec, read_sentence_transformers_config
 from pagoda.sampling_params import SamplingParams
@@ -109,9 +112,14 @@ class ModelFrontend:
         """SamplingParams with the model's generation_config.json defaults applied."""
         return SamplingParams(**self.generation_defaults)
 
-    def input_processor(self, max_model_len: int,
-                        pooler: PoolerSpec | None = None) -> InputProcessor:
-        """An InputProcessor for the core's final max_model_len and what the model outputs
-        (the core's `info["pooler"]`; None: it generates)."""
+    def input_processor(self, max_model_len: int, pooler: PoolerSpec | None = None,
+                        lora: LoRAConfig | None = None,
+                        load_lora: Callable[[LoRARequest], str | None] | None = None
+                        ) -> InputProcessor:
+        """An InputProcessor for the core's final max_model_len, what the model outputs
+        (the core's `info["pooler"]`; None: it generates) and the LoRA settings;
+        `load_lora`: see `AdapterCheck`."""
+        lora = lora or LoRAConfig()
         return InputProcessor(self.tokenizer, max_model_len, self.vocab_size, self.eos_token_id,
-                              pooler)
+                              pooler, AdapterCheck(self.hf_config, lora.enable_lora,
+                                                   lora.max_lora_rank, load_lora))

@@ -9,7 +9,8 @@ from pagoda.plugins import KernelProvider
 from pagoda.plugins.lazy import Target
 
 TRITON_OPS = ("linear", "rms_norm", "fused_add_rms_norm", "rotary_embedding", "silu_and_mul",
-              "gelu_and_mul", "sample_from_logits", "apply_token_bitmask", "fused_moe")
+              "gelu_and_mul", "sample_from_logits", "apply_token_bitmask", "fused_moe",
+              "lora_shrink", "lora_expand")
 """Core ops with a kernel in `pagoda.kernels.triton`."""
 
 

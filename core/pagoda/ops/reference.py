@@ -13,13 +13,14 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
+from pagoda.ops.lora_reference import lora_expand, lora_shrink
 from pagoda.ops.moe_reference import fused_moe
 from pagoda.ops.quant_reference import fp8_linear, int8_linear, woq_linear
 
 __all__ = ["all_reduce", "apply_token_bitmask", "encoder_attention", "fp8_linear",
            "fused_add_rms_norm", "fused_moe", "gelu", "gelu_and_mul", "int8_linear", "layer_norm",
-           "linear", "rms_norm", "rotary_embedding", "sample_from_logits", "silu_and_mul",
-           "woq_linear"]
+           "linear", "lora_expand", "lora_shrink", "rms_norm", "rotary_embedding",
+           "sample_from_logits", "silu_and_mul", "woq_linear"]
 
 linear = F.linear
 """linear(x, weight, bias=None): x @ weight^T (+ bias) for x [..., K], weight [N, K] as

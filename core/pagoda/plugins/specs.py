@@ -25,6 +25,8 @@ CORE_OPS = (
     "layer_norm",
     "gelu",
     "encoder_attention",
+    "lora_shrink",
+    "lora_expand",
 )
 """The ops core declares (their meaning: `pagoda.ops.reference`); KernelProvider.op is one.
 Attention over the paged KV cache is not an op: a platform provides it as an

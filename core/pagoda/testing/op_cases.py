@@ -16,6 +16,7 @@ from typing import Any
 
 import torch
 
+from pagoda.testing.lora_cases import lora_expand_cases, lora_shrink_cases
 from pagoda.testing.moe_cases import fused_moe_cases
 from pagoda.testing.quant_cases import fp8_linear_cases, int8_linear_cases, woq_linear_cases
 from pagoda.testing.tolerances import dtype_name
@@ -249,6 +250,8 @@ CASE_GENERATORS: dict[str, Callable[[torch.dtype, torch.Generator], Iterator[OpC
     "layer_norm": layer_norm_cases,
     "gelu": gelu_cases,
     "encoder_attention": encoder_attention_cases,
+    "lora_shrink": lora_shrink_cases,
+    "lora_expand": lora_expand_cases,
 }
 
 

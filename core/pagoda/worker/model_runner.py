@@ -34,6 +34,7 @@ from torch import nn
 from pagoda.attention.backend import AttentionMetadataBuilder
 from pagoda.engine.request import PLACEHOLDER_TOKEN_ID
 from pagoda.engine.scheduler_output import ScheduledRequest, SchedulerOutput, StepResult
+from pagoda.lora.manager import LoRAManager
 from pagoda.platforms.platform import Platform
 from pagoda.platforms.step_padding import StepPadding
 from pagoda.sample import Sampler, SamplingState, compute_prompt_logprobs
@@ -86,6 +87,8 @@ class ModelRunner(StepRunner):
         """The launched step that samples once its token bitmask comes."""
         self.drafter: DraftRunner | None = None
         """The draft model (speculative_method draft)."""
+        self.lora: LoRAManager | None = None
+        """The LoRA adapters' slots, where LoRA is on."""
 
     def _update_states(self, step: SchedulerOutput) -> None:
         for request_id in step.finished_request_ids:
@@ -180,6 +183,8 @@ class ModelRunner(StepRunner):
         if step.is_empty:
             return PendingStepOutput([], None, None)
         inputs = build_step_inputs(step.scheduled, self.block_size, self.device, self.padding)
+        if self.lora is not None:
+            self.lora.prepare(step, inputs.shape.num_tokens)
         self._fill_in_flight_tokens(step.scheduled, inputs)
         proposals = None
         if self.drafter is not None:

@@ -22,6 +22,8 @@ from pagoda.distributed import (
 )
 from pagoda.engine.scheduler_output import ModelRunnerOutput, SchedulerOutput
 from pagoda.executor.base import Worker as WorkerBase
+from pagoda.lora.manager import LoRAManager
+from pagoda.lora.request import LoRARequest
 from pagoda.model_source import ModelSource, resolve_model
 from pagoda.models.layers.attention import log_kv_cache_scales
 from pagoda.models.layers.moe import has_experts
@@ -53,6 +55,8 @@ class Worker(WorkerBase):
         self.hf_config = hf_config
         self.runner: ModelRunner | PoolingModelRunner | None = None
         self.draft: DraftModel | None = None
+        self.lora: LoRAManager | None = None
+        """The LoRA adapters' slots (enable_lora), made with the model."""
 
     def init_device(self) -> None:
         self.platform = resolve_platform(self.config.device)
@@ -84,6 +88,7 @@ class Worker(WorkerBase):
             self.source, self.hf_config, dtype, kv_dtype, self.config.model.quantization,
             self.config.model.runner)
         self.pooling = self.model if isinstance(self.model, PoolingModel) else None
+        self.lora = self._lora_manager(dtype) if self.config.lora.enable_lora else None
         log_kv_cache_scales(self.model, kv_dtype)
         if self.config.parallel.enable_expert_parallel and not has_experts(self.model):
             logger.warning("enable_expert_parallel: %s has no mixture-of-experts layers here "
@@ -146,6 +151,18 @@ class Worker(WorkerBase):
                     attn_backend.name, quant_method.name)
         return DraftModel(model, attn_backend,
                           model.kv_cache_spec(self.config.cache.block_size, kv_dtype))
+
+    def _lora_manager(self, dtype: torch.dtype) -> LoRAManager:
+        """The LoRA slots of every adapted layer, and a per-token slot buffer as long as the
+        longest (padded) step."""
+        sched = self.config.scheduler
+        longest = StepShape(sched.max_num_batched_tokens, sched.max_num_seqs, 1)
+        padding = self.platform.step_padding(longest)
+        tokens = max(sched.max_num_batched_tokens, sched.max_num_seqs,
+                     padding.pad(longest).num_tokens if padding is not None else 0)
+        with use_ops(self.ops):
+            return LoRAManager(self.model, self.config.lora, self.hf_config, dtype, self.device,
+                               tokens)
 
     def profile_step_memory(self) -> int:
         """Transient device memory of the largest step the scheduler may send, measured by
@@ -226,6 +243,7 @@ class Worker(WorkerBase):
                 self.model, kv_caches, builder, block_size, self.hf_config.vocab_size,
                 self.device, self.platform, padding, seed=self.config.model.seed,
             )
+        self.runner.lora = self.lora
         if self.draft is not None:
             self.runner.drafter = self.draft.runner(num_blocks, self.device, self.runner.sampler,
                                                     self.runner.sample_device, padding)
@@ -255,6 +273,20 @@ class Worker(WorkerBase):
         """The token bitmask of the launched step that awaits one; it samples now."""
         assert isinstance(self.runner, ModelRunner), "only generating models have grammars"
         return self.runner.provide_token_bitmask(bitmask)
+
+    def add_lora(self, lora: LoRARequest) -> str | None:
+        """Read adapter `lora` into host memory; what is wrong with it, or None."""
+        if self.lora is None:
+            return "LoRA is off (start the engine with enable_lora)"
+        try:
+            self.lora.add(lora)
+        except (ValueError, OSError, KeyError) as exc:
+            return str(exc)
+        return None
+
+    def remove_lora(self, lora_int_id: int) -> None:
+        if self.lora is not None:
+            self.lora.remove(lora_int_id)
 
     def describe(self) -> dict[str, Any]:
         return {

@@ -92,11 +92,17 @@ async def _serve(config: EngineConfig, server: ServerConfig, chat: ChatFormatCon
 
     from pagoda.frontend.async_llm import AsyncLLM
     from pagoda_server.app import build_app
+    from pagoda_server.errors import APIError
 
     engine = AsyncLLM(config)
     try:
         api_keys = server.accepted_api_keys()
         app = build_app(engine, api_keys, chat)
+        for name, path in server.lora_adapters().items():
+            try:
+                await app.state.pagoda.add_lora(name, path)
+            except (ValueError, APIError) as exc:
+                raise SystemExit(f"pagoda serve: error: lora_modules: {exc}") from None
         _print_banner(engine, api_keys, _url(server.host, server.port),
                       app.state.pagoda.chat.describe())
         # What start-up made (tokenizer, app, imports) is never scanned again, and young

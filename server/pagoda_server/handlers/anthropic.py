@@ -83,7 +83,8 @@ async def create_message(body: MessagesRequest, request: Request) -> Response:
         fields["structured_outputs"] = grammar
     params = build_params(state, fields)
     message_id = f"msg_{uuid.uuid4().hex}"
-    streams = await start_generations(state, request, [prompt.token_ids], params, message_id)
+    streams = await start_generations(state, request, [prompt.token_ids], params, message_id,
+                                      model=model)
     replies = state.chat.replies(bool(tools), prompt.in_reasoning)
     omit = body.thinking is not None and body.thinking.display == "omitted"
     if body.stream:

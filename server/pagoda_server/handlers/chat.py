@@ -65,7 +65,7 @@ async def create_chat_completion(body: ChatCompletionRequest, request: Request) 
     params = build_params(state, fields)
     request_id = f"chatcmpl-{uuid.uuid4().hex}"
     streams = await start_generations(state, request, [prompt.token_ids], params, request_id,
-                                      body.priority or 0)
+                                      body.priority or 0, model)
     reply = _Reply(request_id, model, TokenTexts(state.engine.tokenizer), int(time.time()),
                    chat.replies(bool(tools), prompt.in_reasoning))
     if body.stream:

@@ -65,7 +65,7 @@ async def create_completion(body: CompletionRequest, request: Request) -> Respon
     params = build_params(state, fields)
     request_id = f"cmpl-{uuid.uuid4().hex}"
     streams = await start_generations(state, request, body.prompts(), params, request_id,
-                                      body.priority or 0)
+                                      body.priority or 0, model)
     tokenizer = state.engine.tokenizer
     echoes = [""] * len(streams)
     if body.echo:

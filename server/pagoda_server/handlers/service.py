@@ -17,16 +17,22 @@ router = APIRouter()
 
 
 def _card(state: ServerState, name: str) -> dict[str, Any]:
-    """A model entry: the OpenAI fields plus Pagoda's `max_model_len` and `vocab_size`."""
-    return {"id": name, "object": "model", "created": state.created, "owned_by": "pagoda",
-            "max_model_len": state.engine.max_model_len, "vocab_size": state.engine.vocab_size}
+    """A model entry: the OpenAI fields plus Pagoda's `max_model_len` and `vocab_size`; a
+    LoRA adapter's also names its base model (`parent`) and its directory (`root`)."""
+    card = {"id": name, "object": "model", "created": state.created, "owned_by": "pagoda",
+            "max_model_len": state.engine.max_model_len,
+            "vocab_size": state.engine.vocab_size}
+    lora = state.lora_request(name)
+    if lora is not None:
+        card |= {"parent": state.engine.served_model_names[0], "root": lora.lora_path}
+    return card
 
 
 @router.get("/v1/models")
 async def list_models(request: Request) -> Response:
     state = server_state(request)
     return JSONResponse({"object": "list", "data": [
-        _card(state, name) for name in state.engine.served_model_names]})
+        _card(state, name) for name in [*state.engine.served_model_names, *state.loras]]})
 
 
 @router.get("/v1/models/{model:path}")

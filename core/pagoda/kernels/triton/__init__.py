@@ -11,6 +11,7 @@ from pagoda.kernels.triton.attention import num_kv_splits, paged_attention
 from pagoda.kernels.triton.bitmask import apply_token_bitmask
 from pagoda.kernels.triton.gemv import linear, linear_with
 from pagoda.kernels.triton.kv_cache import write_kv_cache
+from pagoda.kernels.triton.lora import lora_expand, lora_shrink
 from pagoda.kernels.triton.moe import fused_moe
 from pagoda.kernels.triton.norm import fused_add_rms_norm, rms_norm
 from pagoda.kernels.triton.quant_linear import fp8_linear, int8_linear, woq_linear
@@ -26,6 +27,8 @@ __all__ = [
     "int8_linear",
     "linear",
     "linear_with",
+    "lora_expand",
+    "lora_shrink",
     "num_kv_splits",
     "paged_attention",
     "rms_norm",

@@ -13,7 +13,7 @@ whole tensors to its part as they load (`checkpoint_slice`), whatever the tensor
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import nn
@@ -23,6 +23,9 @@ from pagoda.ops import current_ops
 from pagoda.quant import QuantMethod, UnquantizedMethod
 from pagoda.quant.checkpoint import CheckpointTensor, narrow
 from pagoda.quant.layout import PER_OUTPUT, ParamLayout, add_param, layout_of
+
+if TYPE_CHECKING:
+    from pagoda.lora.layers import LoRASlots
 
 
 def _part(tensor: CheckpointTensor, layout: ParamLayout, dim: int | None, whole: int,
@@ -56,6 +59,8 @@ class Linear(nn.Module):
         super().__init__()
         self.tp = tp_group()
         self.prefix = prefix
+        self.lora: LoRASlots | None = None
+        """The LoRA adapters' slots of this layer (`pagoda.lora`), where LoRA is on."""
         self.input_size, self.output_size = self._local_sizes(input_size, output_size)
         self.quant_method = (quant_method or UnquantizedMethod()).for_layer(self)
         self.quant_method.create_weights(self, self.input_size, self.output_size, dtype)
@@ -97,7 +102,8 @@ class Linear(nn.Module):
         self.quant_method.load_weight(self, attr, part, shard, name)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.quant_method.apply(self, x, self.bias)
+        y = self.quant_method.apply(self, x, self.bias)
+        return y if self.lora is None else self.lora(x, y)
 
 
 class ColumnParallelLinear(Linear):
@@ -106,13 +112,18 @@ class ColumnParallelLinear(Linear):
     def _local_sizes(self, input_size: int, output_size: int) -> tuple[int, int]:
         return input_size, shard_range(output_size, self.tp.rank, self.tp.world_size)[1]
 
+    def output_part(self, shard: str | None) -> tuple[int, int, int]:
+        """(whole, first, count): the output features of `shard` (None: the layer's) in
+        the whole model, and which of them this rank holds."""
+        rows = self.output_size
+        return rows * self.tp.world_size, self.tp.rank * rows, rows
+
     def checkpoint_slice(self, tensor: CheckpointTensor, shard: str | None,
                          attr: str) -> CheckpointTensor:
         if self.tp.world_size == 1:
             return tensor
-        rows, layout = self.output_size, layout_of(getattr(self, attr))
-        return _part(tensor, layout, layout.output_dim, rows * self.tp.world_size,
-                     self.tp.rank * rows, rows)
+        layout = layout_of(getattr(self, attr))
+        return _part(tensor, layout, layout.output_dim, *self.output_part(shard))
 
 
 class RowParallelLinear(Linear):
@@ -128,18 +139,28 @@ class RowParallelLinear(Linear):
     def _local_sizes(self, input_size: int, output_size: int) -> tuple[int, int]:
         return shard_range(input_size, self.tp.rank, self.tp.world_size)[1], output_size
 
+    def input_part(self) -> tuple[int, int, int]:
+        """(whole, first, count): the input features of the whole model, and which of
+        them this rank holds."""
+        cols = self.input_size
+        return cols * self.tp.world_size, self.tp.rank * cols, cols
+
     def checkpoint_slice(self, tensor: CheckpointTensor, shard: str | None,
                          attr: str) -> CheckpointTensor:
         if self.tp.world_size == 1:
             return tensor
-        cols, layout = self.input_size, layout_of(getattr(self, attr))
-        return _part(tensor, layout, layout.input_dim, cols * self.tp.world_size,
-                     self.tp.rank * cols, cols)
+        layout = layout_of(getattr(self, attr))
+        return _part(tensor, layout, layout.input_dim, *self.input_part())
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.tp.world_size == 1:
-            return self.quant_method.apply(self, x, self.bias)
-        y = self._all_reduce(self.quant_method.apply(self, x), self.tp.group)
+            return super().forward(x)
+        # An adapter's delta is linear in x too: each rank adds its block's share before
+        # the one all-reduce (sum over ranks of x_r A_r^T B^T = x A^T B^T).
+        y = self.quant_method.apply(self, x)
+        if self.lora is not None:
+            y = self.lora(x, y)
+        y = self._all_reduce(y, self.tp.group)
         return y if self.bias is None else y + self.bias
 
 
@@ -213,14 +234,15 @@ class MergedColumnParallelLinear(ColumnParallelLinear):
     def _local_sizes(self, input_size: int, output_size: int) -> tuple[int, int]:
         return input_size, sum(self.shards.values())
 
+    def output_part(self, shard: str | None) -> tuple[int, int, int]:
+        assert shard is not None, "a merged layer's features are its shards'"
+        rows = self.shards[shard]
+        return rows * self.tp.world_size, self.tp.rank * rows, rows
+
     def checkpoint_slice(self, tensor: CheckpointTensor, shard: str | None,
                          attr: str) -> CheckpointTensor:
         assert shard is not None, "a merged layer loads its shards' weights"
-        if self.tp.world_size == 1:
-            return tensor
-        rows, layout = self.shards[shard], layout_of(getattr(self, attr))
-        return _part(tensor, layout, layout.output_dim, rows * self.tp.world_size,
-                     self.tp.rank * rows, rows)
+        return super().checkpoint_slice(tensor, shard, attr)
 
     def shard_rows(self, shard: str) -> tuple[int, int]:
         """(first output row, number of rows) of `shard` in this rank's weight."""
@@ -283,15 +305,10 @@ class QKVParallelLinear(MergedColumnParallelLinear):
         kv = self.heads.local_kv_heads * self.head_size
         return {"q_proj": self.heads.local_heads * self.head_size, "k_proj": kv, "v_proj": kv}
 
-    def checkpoint_slice(self, tensor: CheckpointTensor, shard: str | None,
-                         attr: str) -> CheckpointTensor:
-        if self.tp.world_size == 1:
-            return tensor
-        heads, layout = self.heads, layout_of(getattr(self, attr))
+    def output_part(self, shard: str | None) -> tuple[int, int, int]:
+        heads = self.heads
         if shard == "q_proj":
             whole, first = heads.num_heads, heads.rank * heads.local_heads
         else:
             whole, first = heads.num_kv_heads, heads.first_kv_head
-        rows = self.shards[shard]  # type: ignore[index]
-        return _part(tensor, layout, layout.output_dim, whole * self.head_size,
-                     first * self.head_size, rows)
+        return whole * self.head_size, first * self.head_size, self.shards[shard]  # type: ignore[index]
