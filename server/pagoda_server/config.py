@@ -15,6 +15,10 @@ def env_api_keys() -> list[str]:
     return [k.strip() for k in os.environ.get(API_KEY_ENV, "").split(",") if k.strip()]
 
 
+DEFAULT_MAX_REQUEST_BODY_BYTES = 8 * 2**20
+"""8 MiB: a prompt of the longest contexts served is well under 1 MiB of text."""
+
+
 @dataclass
 class ServerConfig:
     """The HTTP server."""
@@ -31,6 +35,13 @@ class ServerConfig:
     lora_modules: list[str] = field(default_factory=list)
     """LoRA adapters served from start-up, each name=path (a PEFT adapter directory);
     clients name one as the model. Needs --enable-lora."""
+    max_request_body_bytes: int = DEFAULT_MAX_REQUEST_BODY_BYTES
+    """The largest request body accepted, in bytes; larger ones answer 413 unread."""
+
+    def __post_init__(self) -> None:
+        if self.max_request_body_bytes < 1:
+            raise ValueError(f"max_request_body_bytes must be >= 1, got "
+                             f"{self.max_request_body_bytes}")
 
     def lora_adapters(self) -> dict[str, str]:
         """`lora_modules` as name -> path; ValueError for an entry that is not name=path."""

@@ -207,3 +207,25 @@ def test_api_keys(server):
     for public in ("/health", "/version", "/metrics"):
         assert httpx.get(f"{server.url}{public}").status_code == 200
     assert httpx.get(f"{server.url}/v1/models").status_code == 401
+
+
+def test_request_bodies_over_the_limit_answer_413_unread(http):
+    """The default limit is 8 MiB: declared (Content-Length) or streamed in chunks, a larger
+    body is refused before it is parsed; one under the limit is parsed as usual."""
+    big = b'{"model": "%s", "prompt": "w5", "pad": "' % MODEL.encode() + b"x" * (9 * 2**20) + b'"}'
+    error = _error(http.post("/v1/completions", content=big,
+                             headers={"content-type": "application/json"}), 413)
+    assert "max-request-body-bytes" in error["message"] and str(8 * 2**20) in error["message"]
+
+    def chunks():
+        for start in range(0, len(big), 2**20):
+            yield big[start:start + 2**20]
+
+    error = _error(http.post("/v1/completions", content=chunks(),
+                             headers={"content-type": "application/json"}), 413)
+    assert "more" in error["message"]
+    under = b'{"model": "%s", "prompt": "w5", "pad": "' % MODEL.encode() + b"x" * 2**20 + b'"}'
+    error = _error(http.post("/v1/completions", content=under,
+                             headers={"content-type": "application/json"}), 400)
+    assert error["param"] == "pad"  # parsed: an unknown field
+    assert http.get("/health").status_code == 200

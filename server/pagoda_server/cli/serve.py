@@ -97,7 +97,8 @@ async def _serve(config: EngineConfig, server: ServerConfig, chat: ChatFormatCon
     engine = AsyncLLM(config)
     try:
         api_keys = server.accepted_api_keys()
-        app = build_app(engine, api_keys, chat)
+        app = build_app(engine, api_keys, chat,
+                        max_request_body_bytes=server.max_request_body_bytes)
         for name, path in server.lora_adapters().items():
             try:
                 await app.state.pagoda.add_lora(name, path)
