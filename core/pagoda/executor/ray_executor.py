@@ -12,6 +12,7 @@ is idle and wakes the engine core (`health_handles`).
 
 from __future__ import annotations
 
+import itertools
 import logging
 import multiprocessing
 import os
@@ -25,6 +26,9 @@ from pagoda.executor.worker_process import answering_rank
 from pagoda.platforms import resolve_platform
 
 PLACEMENT_TIMEOUT_S = 120
+ACTOR_THREADS = 16
+"""Threads of each actor: one holds `wait_until_stopped`, the others take calls as Ray
+delivers them, each waiting for its turn; more than the calls ever in flight at once."""
 
 
 def _ray() -> Any:
@@ -86,6 +90,8 @@ class RayExecutor(Executor):
         """The launched step that awaits its token bitmask."""
         self._death: str | None = None
         self._wake_reader, self._wake_writer = multiprocessing.Pipe(duplex=False)
+        self._tickets = itertools.count()
+        """Turns of the calls made to every actor (see `pagoda.executor.ray_worker`)."""
         try:
             ready, _ = ray.wait([self._group.ready()], timeout=PLACEMENT_TIMEOUT_S)
             if not ready:
@@ -95,7 +101,7 @@ class RayExecutor(Executor):
             actor = ray.remote(RayWorker)
             level = logging.getLogger().getEffectiveLevel()
             self.actors = [
-                actor.options(max_concurrency=2, **_bundle_options(resource),
+                actor.options(max_concurrency=ACTOR_THREADS, **_bundle_options(resource),
                               scheduling_strategy=PlacementGroupSchedulingStrategy(
                                   self._group, placement_group_bundle_index=rank))
                 .remote(worker_cls, config, rank, rank == self.answering_rank,
@@ -105,7 +111,8 @@ class RayExecutor(Executor):
             self.pids = [pid for _, _, pid in self._gather(
                 [a.address.remote() for a in self.actors])]
             self._watch([a.wait_until_stopped.remote() for a in self.actors])
-            self._gather([a.start.remote(f"tcp://{ip}:{port}") for a in self.actors])
+            ticket = next(self._tickets)
+            self._gather([a.start.remote(ticket, f"tcp://{ip}:{port}") for a in self.actors])
             self.collective_rpc("init_device")
             self.collective_rpc("load_model")
         except BaseException:
@@ -115,10 +122,13 @@ class RayExecutor(Executor):
     def collective_rpc(
         self, method: str, args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None
     ) -> list[Any]:
-        return self._gather([a.call.remote(method, args, kwargs or {}) for a in self.actors])
+        ticket = next(self._tickets)
+        return self._gather([a.call.remote(ticket, method, args, kwargs or {})
+                             for a in self.actors])
 
     def execute_model(self, scheduler_output: SchedulerOutput) -> _StepReply:
-        reply = _StepReply(self, [a.execute_model.remote(scheduler_output)
+        ticket = next(self._tickets)
+        reply = _StepReply(self, [a.execute_model.remote(ticket, scheduler_output)
                                   for a in self.actors])
         if scheduler_output.grammar_bitmask_later:
             self._awaiting = reply
@@ -127,7 +137,8 @@ class RayExecutor(Executor):
     def provide_token_bitmask(self, bitmask: Any) -> None:
         reply, self._awaiting = self._awaiting, None
         assert reply is not None, "no launched step awaits a token bitmask"
-        reply._refs = [a.provide_token_bitmask.remote(bitmask) for a in self.actors]
+        ticket = next(self._tickets)
+        reply._refs = [a.provide_token_bitmask.remote(ticket, bitmask) for a in self.actors]
 
     def health_handles(self) -> list[Any]:
         return [self._wake_reader]
