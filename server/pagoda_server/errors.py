@@ -14,7 +14,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 
-from pagoda.frontend.async_llm import EngineDeadError
+from pagoda.frontend.async_llm import EngineDeadError, EngineOverloadedError
 
 _OPENAI_TYPES = {400: "invalid_request_error", 401: "invalid_request_error",
                  404: "invalid_request_error", 405: "invalid_request_error"}
@@ -27,12 +27,13 @@ class APIError(Exception):
     """A failure to report to the client as `status` with `message`."""
 
     def __init__(self, status: int, message: str, *, param: str | None = None,
-                 code: str | None = None):
+                 code: str | None = None, headers: dict[str, str] | None = None):
         super().__init__(message)
         self.status = status
         self.message = message
         self.param = param
         self.code = code
+        self.headers = headers
 
     def openai_body(self) -> dict[str, Any]:
         kind = _OPENAI_TYPES.get(self.status, "server_error" if self.status >= 500 else
@@ -72,17 +73,28 @@ def engine_dead(reason: object) -> APIError:
                     code="engine_dead")
 
 
+RETRY_AFTER_S = 1
+"""What a 503 of an engine at its request limit tells the client to wait, in seconds."""
+
+
+def overloaded(reason: object) -> APIError:
+    return APIError(503, str(reason), code="overloaded",
+                    headers={"Retry-After": str(RETRY_AFTER_S)})
+
+
 def as_api_error(exc: BaseException) -> APIError:
     """The error to report for a failure (an unexpected one: 500, naming only its type)."""
     if isinstance(exc, APIError):
         return exc
     if isinstance(exc, EngineDeadError):
         return engine_dead(exc)
+    if isinstance(exc, EngineOverloadedError):
+        return overloaded(exc)
     return APIError(500, f"internal server error ({type(exc).__name__})")
 
 
 def error_response(error: APIError, path: str) -> JSONResponse:
-    return JSONResponse(error.body_for(path), status_code=error.status)
+    return JSONResponse(error.body_for(path), status_code=error.status, headers=error.headers)
 
 
 _TYPE_NAMES = ("str", "int", "float", "bool", "list", "dict", "none")
@@ -167,5 +179,6 @@ def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(RequestValidationError, on_validation)
     app.add_exception_handler(HTTPException, on_http)
     app.add_exception_handler(EngineDeadError, on_other)
+    app.add_exception_handler(EngineOverloadedError, on_other)
     app.add_exception_handler(ClientDisconnected, on_disconnect)
     app.add_exception_handler(Exception, on_other)

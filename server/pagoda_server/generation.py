@@ -14,7 +14,7 @@ from typing import TypeVar
 
 from fastapi import Request
 
-from pagoda.frontend.async_llm import AsyncLLM, EngineDeadError
+from pagoda.frontend.async_llm import AsyncLLM, EngineDeadError, EngineOverloadedError
 from pagoda.inputs import PromptInput
 from pagoda.lora.request import LoRARequest
 from pagoda.outputs import RequestOutput
@@ -22,8 +22,8 @@ from pagoda.sampling_params import SamplingParams
 from pagoda_server.errors import (
     APIError,
     ClientDisconnected,
+    as_api_error,
     bad_request,
-    engine_dead,
     error_param,
 )
 from pagoda_server.params import PARAM_NAMES
@@ -66,8 +66,8 @@ async def _first(outputs: Outputs) -> RequestOutput:
         return await outputs.__anext__()
     except (ValueError, TypeError) as exc:
         raise bad_request(str(exc), error_param(str(exc), PARAM_NAMES)) from None
-    except EngineDeadError as exc:
-        raise engine_dead(exc) from None
+    except (EngineDeadError, EngineOverloadedError) as exc:
+        raise as_api_error(exc) from None
     except StopAsyncIteration:
         raise APIError(500, "the engine ended the request without output") from None
 

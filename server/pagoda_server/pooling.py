@@ -9,13 +9,13 @@ from collections.abc import Sequence
 
 from fastapi import Request
 
-from pagoda.frontend.async_llm import EngineDeadError
+from pagoda.frontend.async_llm import EngineDeadError, EngineOverloadedError
 from pagoda.frontend.input_processor import ProcessedPrompt
 from pagoda.inputs import PromptInput
 from pagoda.outputs import PoolingRequestOutput
 from pagoda.pooling import PoolerSpec, cosine_similarity
 from pagoda.pooling_params import PoolingParams, PoolingTask
-from pagoda_server.errors import APIError, ClientDisconnected, bad_request, engine_dead
+from pagoda_server.errors import APIError, ClientDisconnected, as_api_error, bad_request
 from pagoda_server.state import ServerState
 
 _WHAT = {"embed": "computes embeddings (/v1/embeddings)",
@@ -64,8 +64,8 @@ async def encode_all(state: ServerState, request: Request,
         message = str(exc)
         raise bad_request(message, "dimensions" if message.startswith("dimensions")
                           else param) from None
-    except EngineDeadError as exc:
-        raise engine_dead(exc) from None
+    except (EngineDeadError, EngineOverloadedError) as exc:
+        raise as_api_error(exc) from None
     finally:
         watcher.cancel()
         for task in tasks:

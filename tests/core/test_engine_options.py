@@ -56,6 +56,7 @@ NON_DEFAULTS: dict[str, tuple[object, list[str]]] = {
     "scheduling_policy": ("priority", ["--scheduling-policy", "priority"]),
     "enable_chunked_prefill": (False, ["--no-enable-chunked-prefill"]),
     "async_scheduling": (False, ["--no-async-scheduling"]),
+    "max_waiting_requests": (10, ["--max-waiting-requests", "10"]),
     "tensor_parallel_size": (2, ["--tensor-parallel-size", "2"]),
     "pipeline_parallel_size": (2, ["--pipeline-parallel-size", "2"]),
     "data_parallel_size": (2, ["--data-parallel-size", "2"]),

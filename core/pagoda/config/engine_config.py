@@ -224,11 +224,18 @@ class SchedulerConfig:
     async_scheduling: bool | None = None
     """Schedule step N+1 while the device runs step N; None: where the platform's device
     runs asynchronously from the host."""
+    max_waiting_requests: int | None = None
+    """Most requests that may wait for a place beside the max_num_seqs running ones (per
+    engine core); more are refused at once (the server answers 503 with Retry-After)
+    instead of queueing without bound. None: no bound."""
 
     def __post_init__(self) -> None:
         check_choices(self)
         if self.max_num_seqs < 1:
             raise ValueError(f"max_num_seqs must be >= 1, got {self.max_num_seqs}")
+        if self.max_waiting_requests is not None and self.max_waiting_requests < 0:
+            raise ValueError(f"max_waiting_requests must be >= 0 or None, got "
+                             f"{self.max_waiting_requests}")
         if self.max_num_batched_tokens < 1:
             raise ValueError(
                 f"max_num_batched_tokens must be >= 1, got {self.max_num_batched_tokens}"

@@ -18,7 +18,7 @@ from typing import Any
 from pagoda.config import EngineConfig
 from pagoda.engine.messages import FinishRequests, StepOutputs
 from pagoda.engine.request import Request, RequestStatus
-from pagoda.frontend.core_client import EngineDeadError, EngineStartupError
+from pagoda.frontend.core_client import EngineDeadError, EngineOverloadedError, EngineStartupError
 from pagoda.frontend.engine_cores import EngineCores, combined_stats
 from pagoda.frontend.input_processor import ProcessedPrompt
 from pagoda.frontend.model_frontend import ModelFrontend
@@ -32,7 +32,8 @@ from pagoda.sampling_params import SamplingParams
 
 Output = RequestOutput | PoolingRequestOutput
 
-__all__ = ["AsyncLLM", "EngineDeadError", "EngineStartupError", "RequestCounters"]
+__all__ = ["AsyncLLM", "EngineDeadError", "EngineOverloadedError", "EngineStartupError",
+           "RequestCounters"]
 
 
 @dataclass
@@ -118,6 +119,11 @@ class AsyncLLM:
         self._last_stats = [EngineStats(0, 0, 0.0, 0, 0, 0)] * (
             config.parallel.data_parallel_size)
         self._dead_reason: str | None = None
+        sched = config.scheduler
+        self._max_requests = (None if sched.max_waiting_requests is None else
+                              (sched.max_num_seqs + sched.max_waiting_requests)
+                              * config.parallel.data_parallel_size)
+        """Most requests in the engine at once (running and waiting), or None."""
         self._cores = EngineCores(config, self.frontend.source, self.hf_config,
                                   self._on_outputs, self._on_death, self.tokenizer)
         self.info: dict[str, Any] = self._cores.info
@@ -298,6 +304,11 @@ class AsyncLLM:
             self._raise_if_dead()
             if request_id in self._streams:
                 raise ValueError(f"request id {request_id!r} is already in use")
+            if self._max_requests is not None and len(self._streams) >= self._max_requests:
+                raise EngineOverloadedError(
+                    f"the engine holds {len(self._streams)} requests, as many as it may "
+                    f"(max_num_seqs running and max_waiting_requests waiting): try again "
+                    f"later")
             self._cores.add(request_id, requests)
             track()
             self._streams[request_id] = stream

@@ -42,6 +42,10 @@ class EngineDeadError(RuntimeError):
     """The engine-core process died or was shut down; requests in flight are lost."""
 
 
+class EngineOverloadedError(RuntimeError):
+    """The engine holds as many requests as it may (`max_waiting_requests`): try later."""
+
+
 class EngineStartupError(RuntimeError):
     """The engine core failed to start; the message holds the core's traceback."""
 
