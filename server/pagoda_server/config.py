@@ -37,11 +37,17 @@ class ServerConfig:
     clients name one as the model. Needs --enable-lora."""
     max_request_body_bytes: int = DEFAULT_MAX_REQUEST_BODY_BYTES
     """The largest request body accepted, in bytes; larger ones answer 413 unread."""
+    shutdown_timeout: float = 5.0
+    """Seconds that SIGTERM (or Ctrl-C) leaves the requests in flight to finish, once
+    the server stops accepting new ones; those still running then are aborted, and the
+    server exits 0."""
 
     def __post_init__(self) -> None:
         if self.max_request_body_bytes < 1:
             raise ValueError(f"max_request_body_bytes must be >= 1, got "
                              f"{self.max_request_body_bytes}")
+        if self.shutdown_timeout < 0:
+            raise ValueError(f"shutdown_timeout must be >= 0, got {self.shutdown_timeout}")
 
     def lora_adapters(self) -> dict[str, str]:
         """`lora_modules` as name -> path; ValueError for an entry that is not name=path."""

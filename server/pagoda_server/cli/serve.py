@@ -6,6 +6,7 @@ import argparse
 import contextlib
 import gc
 import logging
+import signal
 from typing import TYPE_CHECKING
 
 from pagoda.cli.dataclass_args import add_dataclass_arguments, dataclass_from_args
@@ -114,7 +115,8 @@ async def _serve(config: EngineConfig, server: ServerConfig, chat: ChatFormatCon
         gc.set_threshold(50_000, 20, 10)
         await uvicorn.Server(uvicorn.Config(app, host=server.host, port=server.port,
                                             log_level=server.log_level,
-                                            timeout_graceful_shutdown=5)).serve()
+                                            timeout_graceful_shutdown=server.shutdown_timeout
+                                            )).serve()
     finally:
         engine.shutdown()
 
@@ -123,6 +125,13 @@ def run(args: argparse.Namespace) -> int:
     config, server = engine_config(args), dataclass_from_args(ServerConfig, args)
     chat = chat_format_config(args)
     logging.getLogger().setLevel(server.log_level.upper())
+    # uvicorn shuts down gracefully on SIGTERM and Ctrl-C, then raises the signal again
+    # under the handler it found: for SIGTERM, this one, so that the exit is a clean 0.
+    signal.signal(signal.SIGTERM, _exit_cleanly)
     with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C: uvicorn has shut down cleanly
         event_loop.run(_serve(config, server, chat))
     return 0
+
+
+def _exit_cleanly(signum: int, frame: object) -> None:
+    raise SystemExit(0)
