@@ -95,9 +95,10 @@ def test_run_batch(tiny_model: Path, tmp_path: Path):
                     "--served-model-name", MODEL, "--chat-template", str(template))
     assert result.returncode == 0, result.stderr
     assert "2 of 5 requests succeeded" in result.stdout
-    results = [json.loads(line) for line in results_file.read_text().splitlines()]
-    assert [r["custom_id"] for r in results] == ["chat", "completion", "bad", "wrong-url", None]
-    chat, completion, bad, wrong_url, broken = results
+    results = {r["custom_id"]: r for r in map(json.loads, results_file.read_text().splitlines())}
+    assert set(results) == {"chat", "completion", "bad", "wrong-url", None}
+    chat, completion, bad, wrong_url, broken = (
+        results[i] for i in ("chat", "completion", "bad", "wrong-url", None))
     assert chat["response"]["status_code"] == 200 and chat["error"] is None
     validate("CreateChatCompletionResponse", chat["response"]["body"])
     validate("CreateCompletionResponse", completion["response"]["body"])
@@ -105,6 +106,40 @@ def test_run_batch(tiny_model: Path, tmp_path: Path):
     assert "frobnicate" in bad["response"]["body"]["error"]["message"]
     assert wrong_url["response"] is None and "url" in wrong_url["error"]["message"]
     assert broken["error"]["code"] == "invalid_json"
+
+
+def test_run_batch_resumes_where_it_stopped(tiny_model: Path, tmp_path: Path):
+    """A re-run keeps the results that stand, retries server errors, drops a cut last line
+    and runs the rest; each custom_id ends with exactly one result."""
+    body = {"model": MODEL, "prompt": "w5 w6", "max_tokens": 3}
+    lines = [{"custom_id": f"r{i}", "method": "POST", "url": "/v1/completions", "body": body}
+             for i in range(4)]
+    requests = tmp_path / "requests.jsonl"
+    requests.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    results_file = tmp_path / "results.jsonl"
+    kept = {"id": "batch_req_x", "custom_id": "r0", "error": None,
+            "response": {"status_code": 200, "request_id": "req_x", "body": {"kept": True}}}
+    failed = {**kept, "custom_id": "r1", "response": {"status_code": 503, "body": {}}}
+    results_file.write_text(json.dumps(kept) + "\n" + json.dumps(failed) + "\n"
+                            + '{"id": "batch_req_y", "custom_id": "r2", "resp')  # cut short
+    args = ["-i", str(requests), "-o", str(results_file), str(tiny_model), "--dtype",
+            "float32", "--device", "cpu", "--kv-cache-memory", "1MiB", "--served-model-name",
+            MODEL]
+    result = pagoda("run-batch", *args)
+    assert result.returncode == 0, result.stderr
+    assert "Resuming: 1 of 4" in result.stdout and "3 of 3 requests succeeded" in result.stdout
+    results = [json.loads(line) for line in results_file.read_text().splitlines()]
+    assert sorted(r["custom_id"] for r in results) == ["r0", "r1", "r2", "r3"]
+    by_id = {r["custom_id"]: r for r in results}
+    assert by_id["r0"]["response"]["body"] == {"kept": True}  # not run again
+    for i in ("r1", "r2", "r3"):
+        validate("CreateCompletionResponse", by_id[i]["response"]["body"])
+    again = pagoda("run-batch", *args)
+    assert "Resuming: 4 of 4" in again.stdout and "0 of 0 requests" in again.stdout
+    assert results_file.read_text().count("\n") == 4
+    requests.write_text(requests.read_text() + json.dumps(lines[0]) + "\n")
+    twice = pagoda("run-batch", *args)
+    assert twice.returncode != 0 and "custom_id must be unique" in twice.stderr
 
 
 def test_serve_refuses_bad_options_and_unusable_devices_at_once(tiny_model: Path):

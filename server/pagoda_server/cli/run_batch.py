@@ -3,6 +3,12 @@
 Each line goes through the server's own handlers in-process (no socket), so a batch
 line is validated and answered exactly as the HTTP API would; lines run concurrently
 and the engine batches them.
+
+Nothing is lost: each result is appended to the output file as it completes (in the
+order requests finish, as OpenAI's batches do), one whole line at a time. Running the
+same command again after a crash or Ctrl-C resumes: the requests whose `custom_id`
+already has a result are skipped (a result of a server error, 5xx, is retried), and a
+last line the earlier run did not finish writing is dropped first.
 """
 
 from __future__ import annotations
@@ -10,7 +16,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -76,8 +84,50 @@ async def _execute(client: httpx.AsyncClient, number: int, text: str) -> dict[st
                                     "body": response.json()})
 
 
+def _custom_id(text: str) -> str | None:
+    try:
+        raw = json.loads(text)
+    except ValueError:
+        return None
+    custom_id = raw.get("custom_id") if isinstance(raw, dict) else None
+    return custom_id if isinstance(custom_id, str) else None
+
+
+def _is_final(result: object) -> bool:
+    """Whether a result stands (anything but a server error, which a re-run retries)."""
+    if not isinstance(result, dict) or not isinstance(result.get("custom_id"), str):
+        return False
+    response = result.get("response")
+    return not (isinstance(response, dict) and response.get("status_code", 0) >= 500)
+
+
+def _keep_finished(output_file: str) -> set[str]:
+    """The custom_ids that an earlier run of the batch answered for good in `output_file`,
+    which is rewritten (atomically) to hold only those results."""
+    try:
+        with open(output_file, "rb") as f:
+            data = f.read()
+    except FileNotFoundError:
+        return set()
+    kept, done = [], set()
+    for line in data[: data.rfind(b"\n") + 1].splitlines():  # (a cut last line is dropped)
+        try:
+            result = json.loads(line)
+        except ValueError:
+            continue
+        if _is_final(result) and result["custom_id"] not in done:
+            kept.append(line + b"\n")
+            done.add(result["custom_id"])
+    partial = f"{output_file}.partial"
+    with open(partial, "wb") as f:
+        f.writelines(kept)
+    os.replace(partial, output_file)
+    return done
+
+
 async def _run(config: EngineConfig, batch: RunBatchConfig, chat: ChatFormatConfig,
-               lines: list[tuple[int, str]]) -> list[dict[str, Any]]:
+               lines: list[tuple[int, str]],
+               record: Callable[[dict[str, Any]], None]) -> list[dict[str, Any]]:
     # The engine and the app load torch: only when running, not for --help.
     from pagoda.frontend.async_llm import AsyncLLM
     from pagoda_server.app import build_app
@@ -93,6 +143,7 @@ async def _run(config: EngineConfig, batch: RunBatchConfig, chat: ChatFormatConf
             async def one(number: int, text: str) -> dict[str, Any]:
                 async with limit:
                     result = await _execute(client, number, text)
+                record(result)
                 bar.update(1)
                 return result
 
@@ -110,10 +161,30 @@ def run(args: argparse.Namespace) -> int:
             lines = [(n, t) for n, t in enumerate(f, start=1) if t.strip()]
     except OSError as exc:
         raise SystemExit(f"pagoda run-batch: error: cannot read --input-file: {exc}") from None
-    results = event_loop.run(_run(config, batch, chat, lines))
-    with open(batch.output_file, "w") as f:
-        for result in results:
-            f.write(json.dumps(result, ensure_ascii=False) + "\n")
+    ids = [i for _, t in lines if (i := _custom_id(t)) is not None]
+    if len(set(ids)) < len(ids):
+        twice = sorted({i for i in ids if ids.count(i) > 1})[:5]
+        raise SystemExit(f"pagoda run-batch: error: --input-file: custom_id must be unique; "
+                         f"repeated: {', '.join(map(repr, twice))}")
+    try:
+        done = _keep_finished(batch.output_file)
+    except OSError as exc:
+        raise SystemExit(f"pagoda run-batch: error: --output-file: {exc}") from None
+    todo = [(n, t) for n, t in lines if _custom_id(t) not in done]
+    if done:
+        print(f"Resuming: {len(lines) - len(todo)} of {len(lines)} requests already have "
+              f"results in {batch.output_file}")
+    with open(batch.output_file, "a", encoding="utf-8") as out:
+        def record(result: dict[str, Any]) -> None:
+            out.write(json.dumps(result, ensure_ascii=False) + "\n")  # one whole line
+            out.flush()
+
+        try:
+            results = event_loop.run(_run(config, batch, chat, todo, record))
+        except KeyboardInterrupt:
+            print(f"Interrupted; the results so far are in {batch.output_file}: run the same "
+                  f"command again to resume")
+            return 130
     failed = sum(1 for r in results if r["error"] or r["response"]["status_code"] != 200)
     print(f"{len(results) - failed} of {len(results)} requests succeeded; "
           f"results in {batch.output_file}")
