@@ -340,3 +340,11 @@ def test_hopper_launches_a_steps_kernels_dependently() -> None:
         graph.replay()
         torch.cuda.synchronize()
         assert torch.equal(out, want)
+
+
+@pytest.mark.parametrize("arch", ["llama", "qwen3"])
+def test_bf16_on_the_gpu_is_as_close_to_float32_as_hf(arch: str, tmp_path: Path) -> None:
+    """Issue 19's numerical trust, with Pagoda on the GPU (HF's runs on the CPU)."""
+    from tests.engine.test_bf16_numerics import test_bf16_is_as_close_to_float32_as_hf
+
+    test_bf16_is_as_close_to_float32_as_hf(arch, tmp_path, device="cuda")
