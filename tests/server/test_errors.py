@@ -229,3 +229,10 @@ def test_request_bodies_over_the_limit_answer_413_unread(http):
                              headers={"content-type": "application/json"}), 400)
     assert error["param"] == "pad"  # parsed: an unknown field
     assert http.get("/health").status_code == 200
+
+
+def test_prompts_times_samples_are_bounded(http):
+    error = _error(http.post("/v1/completions", json={"model": MODEL, "prompt": ["w5"] * 600,
+                                                      "n": 2, "max_tokens": 1}), 400)
+    assert "prompt holds 600 prompts" in error["message"] and "at most 1024" in error["message"]
+    assert len(error["message"]) < 300

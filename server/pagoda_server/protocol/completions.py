@@ -9,6 +9,8 @@ from pydantic import Field, model_validator
 from pagoda_server.protocol.sampling import SamplingRequest
 
 Prompt = str | list[int]
+MAX_PROMPTS = 1024
+"""Most prompts in one request (a list of texts or of token lists)."""
 
 
 class CompletionRequest(SamplingRequest):
@@ -31,6 +33,9 @@ class CompletionRequest(SamplingRequest):
             raise ValueError("echo together with logprobs is not supported")
         if not self.prompt:
             raise ValueError("prompt must not be empty")
+        if len(self.prompts()) * (self.n or 1) > MAX_PROMPTS:
+            raise ValueError(f"prompt holds {len(self.prompts())} prompts of n = {self.n or 1} "
+                             f"samples each: at most {MAX_PROMPTS} sequences a request")
         return self
 
     def prompts(self) -> list[Prompt]:
