@@ -31,26 +31,32 @@ from pagoda.engine.messages import (
     UtilityCall,
     UtilityResult,
 )
+from pagoda.frontend.model_frontend import config_eos_token_id, model_config
 from pagoda.model_source import ModelSource
 
 
 def run_engine_core(conn: Connection, config: EngineConfig, source: ModelSource,
-                    hf_config: Any, max_model_len: int, log_level: int = logging.WARNING,
-                    data_parallel_rank: int = 0, tokenizer: Any = None) -> None:
-    """The process's entry point: build the core, report Ready (or CoreFailed), serve.
+                    log_level: int = logging.WARNING, data_parallel_rank: int = 0,
+                    tokenizer: Any = None) -> None:
+    """The process's entry point: read the model's HF config (the front end imports no
+    torch, which transformers' configs need), build the core, report Ready with the
+    config's `vocab_size` and `eos_token_id` in its info (or CoreFailed), serve.
     `log_level`: the parent's, so the core's start-up lines show where the parent's do;
     `tokenizer`: the front end's (for grammars)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
     logs.configure(log_level)
     try:
-        core = EngineCore(config, source, hf_config, max_model_len, data_parallel_rank,
-                          tokenizer)
+        hf_config, config.model.max_model_len = model_config(config, source)
+        core = EngineCore(config, source, hf_config, config.model.max_model_len,
+                          data_parallel_rank, tokenizer)
     except BaseException as exc:
         conn.send(CoreFailed(repr(exc), traceback.format_exc()))
         raise SystemExit(1) from exc
     outbox = _Outbox(conn)
     try:
-        conn.send(Ready(core.info, core.max_model_len))
+        info = {**core.info, "vocab_size": hf_config.vocab_size,
+                "eos_token_id": config_eos_token_id(hf_config)}
+        conn.send(Ready(info, core.max_model_len))
         _CoreLoop(core, conn, outbox).run()
         outbox.close()
     except (EOFError, OSError):
