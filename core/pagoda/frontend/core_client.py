@@ -11,6 +11,7 @@ import atexit
 import itertools
 import logging
 import multiprocessing
+import pickle
 import queue
 import threading
 from collections.abc import Callable
@@ -76,7 +77,8 @@ class EngineCoreClient:
         self.process = ctx.Process(
             target=run_engine_core, name="pagoda-engine-core",
             args=(child_conn, config, replace(source),
-                  logging.getLogger().getEffectiveLevel(), data_parallel_rank, tokenizer),
+                  logging.getLogger().getEffectiveLevel(), data_parallel_rank,
+                  None if tokenizer is None else pickle.dumps(tokenizer)),
         )
         self.process.start()
         child_conn.close()
