@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import aclosing, suppress
@@ -12,6 +13,7 @@ from prometheus_client import CollectorRegistry, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from pagoda.bench.memory import peak_resident_bytes, resident_bytes
 from pagoda.frontend.async_llm import AsyncLLM, EngineDeadError, RequestCounters
 from pagoda.outputs import EngineStats, RequestOutput
 
@@ -31,6 +33,8 @@ class _EngineCollector(Collector):
     def __init__(self) -> None:
         self.stats = EngineStats(0, 0, 0.0, 0, 0, 0)
         self.counters = RequestCounters()
+        self.processes: dict[str, int | None] = {}
+        """Process name ("frontend", "engine_core_0" ...) -> pid, for the memory gauges."""
 
     def collect(self) -> Iterator[Metric]:
         s, c = self.stats, self.counters
@@ -60,6 +64,24 @@ class _EngineCollector(Collector):
         for reason, count in sorted(c.finished.items()):
             finished.add_metric([reason], count)
         yield finished
+        yield from self._memory()
+
+    def _memory(self) -> Iterator[Metric]:
+        """Resident memory of the front end and of each engine core, now and at its peak
+        (where the platform tells: Linux)."""
+        now = GaugeMetricFamily(f"{PREFIX}process_resident_memory_bytes",
+                                "Resident memory of a Pagoda process.", labels=["process"])
+        peak = GaugeMetricFamily(f"{PREFIX}process_peak_resident_memory_bytes",
+                                 "Largest resident memory a Pagoda process has had.",
+                                 labels=["process"])
+        for name, pid in self.processes.items():
+            if pid is None:
+                continue
+            for family, size in ((now, resident_bytes(pid)), (peak, peak_resident_bytes(pid))):
+                if size is not None:
+                    family.add_metric([name], size)
+        yield now
+        yield peak
 
 
 class ServerMetrics:
@@ -69,6 +91,8 @@ class ServerMetrics:
         self.engine = engine
         self.registry = CollectorRegistry()
         self._engine_metrics = _EngineCollector()
+        self._engine_metrics.processes = {"frontend": os.getpid()} | {
+            f"engine_core_{rank}": pid for rank, pid in enumerate(engine.core_pids)}
         self.registry.register(self._engine_metrics)
         self.ttft = Histogram(f"{PREFIX}time_to_first_token_seconds",
                               "Time from arrival to the first generated token.",

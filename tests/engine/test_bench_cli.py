@@ -8,6 +8,7 @@ import shutil
 import pytest
 
 from pagoda.bench.dataset import random_requests
+from pagoda.bench.memory import peak_resident_bytes
 from pagoda.bench.stats import percentile
 from pagoda.cli.main import main
 from tests.engine.tiny_models import make_checkpoint, save_char_tokenizer, tiny_configs
@@ -35,6 +36,11 @@ def test_throughput_side_by_side_writes_json(model_dir, tmp_path, capsys):
     assert ours["output_tokens"] == sum(r.output_len for r in requests)
     assert report["speedup"]["pagoda/hf"] == pytest.approx(
         ours["output_tokens_per_s"] / hf["output_tokens_per_s"])
+    # Peak resident memory of this process, which holds both engines (torch alone is over
+    # 100 MiB; the kernel's per-thread page counts lag by up to a few hundred pages).
+    assert printed.count("Peak resident memory: ") == 2
+    for result in (ours, hf):
+        assert 100 * 2**20 <= result["peak_resident_bytes"] <= peak_resident_bytes() + 2**20
 
 
 def test_latency_reports_percentiles(model_dir, tmp_path, capsys):
@@ -43,8 +49,10 @@ def test_latency_reports_percentiles(model_dir, tmp_path, capsys):
                "--input-len", "8", "--output-len", "4", "--num-iters", "3",
                "--output-json", str(out)])
     assert rc == 0
-    assert "Avg latency:" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "Avg latency:" in printed and "Peak resident memory: " in printed
     report = json.loads(out.read_text())["results"]["pagoda"]
+    assert 100 * 2**20 <= report["peak_resident_bytes"] <= peak_resident_bytes() + 2**20
     lat = report["latency_s"]
     assert 0 < lat["p10"] <= lat["p50"] <= lat["p99"]
     # The prefill alone (one output token) is shorter than the whole batch, and the time per

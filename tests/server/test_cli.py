@@ -72,6 +72,12 @@ def test_bench_serve(server, tmp_path):
     assert report["total_output_tokens"] == 64 and report["total_input_tokens"] == 128
     for key in ("ttft_ms", "tpot_ms", "itl_ms"):
         assert {"mean", "median", "p99"} <= set(report[key])
+    # The server's processes, from its /metrics: the engine core holds the model.
+    memory = report["server_memory"]
+    assert set(memory) == {"frontend", "engine_core_0"}
+    for sizes in memory.values():
+        assert 0 < sizes["resident_bytes"] <= sizes["peak_resident_bytes"]
+    assert "Peak resident memory, engine_core_0:" in result.stdout
 
 
 def test_run_batch(tiny_model: Path, tmp_path: Path):

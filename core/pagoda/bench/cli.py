@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from pagoda.bench.config import LatencyConfig, OfflineBenchConfig, ThroughputConfig
 from pagoda.bench.dataset import BenchRequest, random_requests
+from pagoda.bench.memory import mib, peak_resident_bytes
 from pagoda.bench.stats import summarize
 from pagoda.cli.dataclass_args import add_dataclass_arguments, dataclass_from_args
 from pagoda.cli.engine_args import add_engine_arguments, engine_config
@@ -105,6 +106,7 @@ def _run_throughput(bench: ThroughputConfig, seed: int, backends: list[Any]) -> 
         report = _throughput_report(backend.run(requests))
         report["description"] = backend.description
         _print_throughput(backend.name, backend.description, report)
+        report["peak_resident_bytes"] = _print_peak_memory(len(backends))
         results[backend.name] = report
     return results
 
@@ -136,8 +138,19 @@ def _run_latency(bench: LatencyConfig, seed: int, backends: list[Any]) -> dict[s
             report.update(first_token_latency_s=first, time_per_output_token_s=tpot)
             print(f"First token (the prefill): {first * 1e3:.2f} ms; time per output token "
                   f"after it: {tpot * 1e3:.3f} ms")
+        report["peak_resident_bytes"] = _print_peak_memory(len(backends))
         results[backend.name] = report
     return results
+
+
+def _print_peak_memory(num_backends: int) -> int | None:
+    """Print and return this process's peak resident memory so far: the engine (its core,
+    and its worker where the executor runs one in process) and the benchmark around it."""
+    peak = peak_resident_bytes()
+    shared = (f"; the {num_backends} backends' engines all live in this process"
+              if num_backends > 1 else "")
+    print(f"Peak resident memory: {mib(peak)} (this process{shared})")
+    return peak
 
 
 def _ratios(results: dict[str, Any], key: str, higher_is_better: bool) -> dict[str, float]:

@@ -25,7 +25,7 @@ from __future__ import annotations
 import gc
 import logging
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -59,9 +59,10 @@ class _InFlightStep:
 
 class EngineCore:
     def __init__(self, config: EngineConfig, source: ModelSource, hf_config: Any,
-                 max_model_len: int, data_parallel_rank: int = 0, tokenizer: Any = None):
-        """`tokenizer`: the front end's, when it runs in this process (grammars need one;
-        without it the core loads its own when the first grammar compiles)."""
+                 max_model_len: int, data_parallel_rank: int = 0,
+                 load_tokenizer: Callable[[], Any] | None = None):
+        """`load_tokenizer`: returns the front end's tokenizer (grammars need one, called
+        when the first grammar compiles); None: the core loads its own then."""
         regs = get_registries()
         warn_about_failed_plugins(regs)
         platform = resolve_platform(config.device)
@@ -118,8 +119,8 @@ class EngineCore:
         """Steps left in flight when `step` returns (one more runs while it waits)."""
         self._in_flight: deque[_InFlightStep] = deque()
         self.grammars = Grammars(
-            (lambda: tokenizer) if tokenizer is not None else
-            (lambda: source.tokenizer(config.model.tokenizer)), hf_config.vocab_size)
+            load_tokenizer or (lambda: source.tokenizer(config.model.tokenizer)),
+            hf_config.vocab_size)
         self.info = {
             **described,
             "kv_cache_blocks": self.num_blocks,

@@ -9,7 +9,10 @@ exits on `Shutdown`, or when the pipe breaks (the parent died).
 
 from __future__ import annotations
 
+import ctypes
+import functools
 import logging
+import pickle
 import queue
 import signal
 import threading
@@ -31,26 +34,38 @@ from pagoda.engine.messages import (
     UtilityCall,
     UtilityResult,
 )
+from pagoda.frontend.model_frontend import check_draft_model, config_eos_token_id, model_config
 from pagoda.model_source import ModelSource
 
 
 def run_engine_core(conn: Connection, config: EngineConfig, source: ModelSource,
-                    hf_config: Any, max_model_len: int, log_level: int = logging.WARNING,
-                    data_parallel_rank: int = 0, tokenizer: Any = None) -> None:
-    """The process's entry point: build the core, report Ready (or CoreFailed), serve.
+                    log_level: int = logging.WARNING, data_parallel_rank: int = 0,
+                    tokenizer: bytes | None = None) -> None:
+    """The process's entry point: read the model's HF config (the front end imports no
+    torch, which transformers' configs need), build the core, report Ready with the
+    config's `vocab_size` and `eos_token_id` in its info (or CoreFailed), serve.
     `log_level`: the parent's, so the core's start-up lines show where the parent's do;
-    `tokenizer`: the front end's (for grammars)."""
+    `tokenizer`: the front end's, pickled: unpickled when the first grammar compiles (a
+    tokenizer is some 30 MiB resident, which a core without grammars need not hold)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
     logs.configure(log_level)
     try:
-        core = EngineCore(config, source, hf_config, max_model_len, data_parallel_rank,
-                          tokenizer)
+        hf_config, config.model.max_model_len = model_config(config, source)
+        if config.speculative.speculative_model is not None:  # (the front end cannot: torch)
+            check_draft_model(config, hf_config, pickle.loads(tokenizer) if tokenizer
+                              else source.tokenizer(config.model.tokenizer))
+        core = EngineCore(config, source, hf_config, config.model.max_model_len,
+                          data_parallel_rank,
+                          None if tokenizer is None else functools.partial(pickle.loads, tokenizer))
+        _return_free_heap()
     except BaseException as exc:
         conn.send(CoreFailed(repr(exc), traceback.format_exc()))
         raise SystemExit(1) from exc
     outbox = _Outbox(conn)
     try:
-        conn.send(Ready(core.info, core.max_model_len))
+        info = {**core.info, "vocab_size": hf_config.vocab_size,
+                "eos_token_id": config_eos_token_id(hf_config)}
+        conn.send(Ready(info, core.max_model_len))
         _CoreLoop(core, conn, outbox).run()
         outbox.close()
     except (EOFError, OSError):
@@ -61,6 +76,15 @@ def run_engine_core(conn: Connection, config: EngineConfig, source: ModelSource,
         raise SystemExit(1) from exc
     finally:
         core.shutdown()
+
+
+def _return_free_heap() -> None:
+    """Hand the C heap's free pages back to the system once the core is built: loading
+    frees much (a parsed GGUF, float copies of quantized weights) that would otherwise
+    stay resident. glibc's malloc_trim; nothing where the C library has none."""
+    trim = getattr(ctypes.CDLL(None), "malloc_trim", None)
+    if trim is not None:
+        trim(0)
 
 
 class _Outbox:

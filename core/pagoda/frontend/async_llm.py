@@ -103,12 +103,9 @@ class AsyncLLM:
 
     def __init__(self, config: EngineConfig):
         self.config = config
-        self.frontend = ModelFrontend.load(config)
+        self.frontend = ModelFrontend.load(config, core_in_process=False)
         self.tokenizer: Any = self.frontend.tokenizer
-        self.hf_config: Any = self.frontend.hf_config
-        self.eos_token_id: int | None = self.frontend.eos_token_id
         self.generation_defaults: dict[str, Any] = self.frontend.generation_defaults
-        self.vocab_size: int = self.frontend.vocab_size
         self.served_model_names: list[str] = (config.model.served_model_name
                                               or [self.frontend.source.name])
         self.model_name: str = self.served_model_names[0]
@@ -124,9 +121,12 @@ class AsyncLLM:
                               (sched.max_num_seqs + sched.max_waiting_requests)
                               * config.parallel.data_parallel_size)
         """Most requests in the engine at once (running and waiting), or None."""
-        self._cores = EngineCores(config, self.frontend.source, self.hf_config,
-                                  self._on_outputs, self._on_death, self.tokenizer)
+        self._cores = EngineCores(config, self.frontend.source, self._on_outputs,
+                                  self._on_death, self.tokenizer)
         self.info: dict[str, Any] = self._cores.info
+        self.frontend.set_model_facts(self.info["vocab_size"], self.info["eos_token_id"])
+        self.vocab_size: int = self.frontend.vocab_size
+        self.eos_token_id: int | None = self.frontend.eos_token_id
         self.max_model_len: int = self._cores.max_model_len
         self.pooler: PoolerSpec | None = self.info["pooler"]
         """What the model outputs if it is a pooling model; None: it generates."""

@@ -11,6 +11,7 @@ import atexit
 import itertools
 import logging
 import multiprocessing
+import pickle
 import queue
 import threading
 from collections.abc import Callable
@@ -58,7 +59,7 @@ class EngineCoreClient:
     this is (its devices follow those of the cores before it).
     """
 
-    def __init__(self, config: EngineConfig, source: ModelSource, hf_config: Any,
+    def __init__(self, config: EngineConfig, source: ModelSource,
                  on_outputs: Callable[[StepOutputs], None], on_death: Callable[[str], None],
                  data_parallel_rank: int = 0, tokenizer: Any = None):
         self._on_outputs = on_outputs
@@ -79,8 +80,9 @@ class EngineCoreClient:
         # A fresh ModelSource: the parent's may hold a parsed GGUF that should not travel.
         self.process = ctx.Process(
             target=run_engine_core, name="pagoda-engine-core",
-            args=(child_conn, config, replace(source), hf_config, config.model.max_model_len,
-                  logging.getLogger().getEffectiveLevel(), data_parallel_rank, tokenizer),
+            args=(child_conn, config, replace(source),
+                  logging.getLogger().getEffectiveLevel(), data_parallel_rank,
+                  None if tokenizer is None else pickle.dumps(tokenizer)),
         )
         self.process.start()
         child_conn.close()

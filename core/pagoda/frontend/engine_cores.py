@@ -38,12 +38,12 @@ class EngineCores:
     `on_outputs(rank, message)` and `on_death(reason)` run on the cores' reader threads.
     """
 
-    def __init__(self, config: EngineConfig, source: ModelSource, hf_config: Any,
+    def __init__(self, config: EngineConfig, source: ModelSource,
                  on_outputs: Callable[[int, StepOutputs], None],
                  on_death: Callable[[str], None], tokenizer: Any = None):
         """`tokenizer`: the front end's, handed to each core (grammars need one)."""
         self.clients = [
-            EngineCoreClient(config, source, hf_config, functools.partial(on_outputs, rank),
+            EngineCoreClient(config, source, functools.partial(on_outputs, rank),
                              on_death, data_parallel_rank=rank, tokenizer=tokenizer)
             for rank in range(config.parallel.data_parallel_size)
         ]

@@ -37,7 +37,7 @@ class LLMEngine:
         self.eos_token_id = frontend.eos_token_id
         self.generation_defaults = frontend.generation_defaults
         self.core = EngineCore(config, self.source, self.hf_config, config.model.max_model_len,
-                               tokenizer=self.tokenizer)
+                               load_tokenizer=lambda: frontend.tokenizer)
         self.max_model_len = self.core.max_model_len
         self.pooler: PoolerSpec | None = self.core.info["pooler"]
         """What the model outputs if it is a pooling model; None: it generates."""

@@ -1,5 +1,9 @@
-"""What a front end loads before the engine core starts: the model's HF config,
-tokenizer, eos id and sampling defaults. Shared by `LLMEngine` and `AsyncLLM`."""
+"""What a front end loads before the engine core starts: the model's tokenizer and
+sampling defaults, and (in the core's process) its HF config, eos id and max_model_len.
+Shared by `LLMEngine` and `AsyncLLM`.
+
+`AsyncLLM`'s front end imports no torch, and transformers' configs do: its cores read the
+HF config (`model_config`) and report what the front end needs of it in their `info`."""
 
 from __future__ import annotations
 
@@ -48,6 +52,23 @@ def derive_max_model_len(hf_config: Any, requested: int | None,
     return requested
 
 
+def model_config(config: EngineConfig, source: ModelSource) -> tuple[Any, int]:
+    """(The model's HF config, max_model_len): the requested length checked against the
+    model's, or derived from it. Imports torch (transformers' configs)."""
+    hf_config = source.hf_config()
+    checkpoint = (read_sentence_transformers_config(source.path)
+                  if source.format == "hf" and config.model.runner != "generate" else None)
+    max_model_len = derive_max_model_len(hf_config, config.model.max_model_len,
+                                         checkpoint.max_seq_length if checkpoint else None)
+    return hf_config, max_model_len
+
+
+def config_eos_token_id(hf_config: Any) -> int | None:
+    """The HF config's end-of-sequence id (the first of several), if it names one."""
+    eos = getattr(hf_config, "eos_token_id", None)
+    return eos[0] if isinstance(eos, list) else eos
+
+
 def check_draft_model(config: EngineConfig, hf_config: Any, tokenizer: Any) -> None:
     """ValueError naming the field where the draft model (speculative_model) cannot serve
     the model: on several devices (not supported yet), or unless its vocabulary is the
@@ -76,37 +97,43 @@ def check_draft_model(config: EngineConfig, hf_config: Any, tokenizer: Any) -> N
 @dataclass
 class ModelFrontend:
     source: ModelSource
-    hf_config: Any
     tokenizer: Any
-    eos_token_id: int | None
     generation_defaults: dict[str, Any]
     """Sampling defaults from generation_config.json (empty unless generation_config="auto")."""
+    hf_config: Any = None
+    """The model's HF config when the engine core runs in this process; None: it runs in
+    processes of their own, which report `vocab_size` and `eos_token_id` (`set_model_facts`)."""
+    vocab_size: int = 0
+    eos_token_id: int | None = None
 
     @classmethod
-    def load(cls, config: EngineConfig) -> ModelFrontend:
-        """Resolve and load the model's front-end pieces; fills in config.model.max_model_len."""
+    def load(cls, config: EngineConfig, core_in_process: bool = True) -> ModelFrontend:
+        """Resolve and load the model's front-end pieces. With `core_in_process` also the
+        HF config (filling in config.model.max_model_len); without it nothing that imports
+        torch (the tokenizer class is chosen in a child process)."""
         source = resolve_model(config.model.model)
-        hf_config = source.hf_config()
-        tokenizer = source.tokenizer(config.model.tokenizer)
+        if core_in_process:
+            tokenizer = source.tokenizer(config.model.tokenizer)
+        else:
+            from pagoda.frontend.tokenizer_loader import load_tokenizer
+
+            tokenizer = load_tokenizer(source, config.model.tokenizer)
         if config.model.chat_template:
             tokenizer.chat_template = config.model.chat_template
-        checkpoint = (read_sentence_transformers_config(source.path)
-                      if source.format == "hf" and config.model.runner != "generate" else None)
-        config.model.max_model_len = derive_max_model_len(
-            hf_config, config.model.max_model_len,
-            checkpoint.max_seq_length if checkpoint else None)
-        eos = getattr(hf_config, "eos_token_id", None)
-        eos = eos[0] if isinstance(eos, list) else eos
-        if eos is None:
-            eos = tokenizer.eos_token_id
         defaults = source.generation_defaults() if config.model.generation_config == "auto" else {}
-        if config.speculative.speculative_model is not None:
-            check_draft_model(config, hf_config, tokenizer)
-        return cls(source, hf_config, tokenizer, eos, defaults)
+        frontend = cls(source, tokenizer, defaults)
+        if core_in_process:
+            frontend.hf_config, config.model.max_model_len = model_config(config, source)
+            frontend.set_model_facts(frontend.hf_config.vocab_size,
+                                     config_eos_token_id(frontend.hf_config))
+            if config.speculative.speculative_model is not None:
+                check_draft_model(config, frontend.hf_config, tokenizer)
+        return frontend
 
-    @property
-    def vocab_size(self) -> int:
-        return self.hf_config.vocab_size
+    def set_model_facts(self, vocab_size: int, config_eos: int | None) -> None:
+        """The vocabulary size and the HF config's eos id (None: the tokenizer's)."""
+        self.vocab_size = vocab_size
+        self.eos_token_id = config_eos if config_eos is not None else self.tokenizer.eos_token_id
 
     def default_sampling_params(self) -> SamplingParams:
         """SamplingParams with the model's generation_config.json defaults applied."""

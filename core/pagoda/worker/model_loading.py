@@ -74,5 +74,6 @@ def _load_gguf(source: ModelSource, hf_config: Any, *, dtype: torch.dtype,
         module = model_cls(hf_config, dtype=dtype, attn_backend=attn_backend,
                            quant_method=quant_method, **pooler_kwargs(pooler))
     module.load_weights(source.gguf.iter_weights(keep_quantized=quant_method.checkpoint_format == "gguf"))
+    source.release()
     process_weights_after_loading(module)
     return module.eval()

@@ -21,9 +21,11 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import aiohttp
+from prometheus_client.parser import text_string_to_metric_families
 
 from pagoda.bench.config import WorkloadConfig
 from pagoda.bench.dataset import BenchRequest, random_requests
+from pagoda.bench.memory import mib
 from pagoda.bench.stats import summarize
 from pagoda.cli.dataclass_args import add_dataclass_arguments, dataclass_from_args
 from pagoda_server import event_loop
@@ -118,8 +120,8 @@ async def _model_card(session: aiohttp.ClientSession, model: str | None) -> dict
     return next((c for c in cards if c["id"] == model), cards[0]) if model else cards[0]
 
 
-async def _benchmark(server: ClientConfig,
-                     bench: ServingBenchConfig) -> tuple[list[_Outcome], float, str]:
+async def _benchmark(server: ClientConfig, bench: ServingBenchConfig
+                     ) -> tuple[list[_Outcome], float, str, dict[str, dict[str, float]]]:
     connector = aiohttp.TCPConnector(limit=0)  # no cap: --max-concurrency is the cap
     timeout = aiohttp.ClientTimeout(total=None, sock_connect=10.0)
     async with aiohttp.ClientSession(server.url, headers=auth_headers(server.key()),
@@ -144,7 +146,25 @@ async def _benchmark(server: ClientConfig,
             if bench.request_rate != float("inf"):
                 await asyncio.sleep(arrivals.expovariate(bench.request_rate))
         outcomes = list(await asyncio.gather(*tasks))
-        return outcomes, time.perf_counter() - start, card["id"]
+        duration = time.perf_counter() - start
+        return outcomes, duration, card["id"], await _server_memory(session)
+
+
+async def _server_memory(session: aiohttp.ClientSession) -> dict[str, dict[str, float]]:
+    """The server's processes' resident memory, now and at peak, from its /metrics ({}
+    where it reports none: another server, or not on Linux)."""
+    async with session.get("/metrics") as response:
+        if response.status != 200:
+            return {}
+        text = await response.text()
+    memory: dict[str, dict[str, float]] = {}
+    keys = {"pagoda:process_resident_memory_bytes": "resident_bytes",
+            "pagoda:process_peak_resident_memory_bytes": "peak_resident_bytes"}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name in keys:
+                memory.setdefault(sample.labels["process"], {})[keys[sample.name]] = sample.value
+    return memory
 
 
 def _ms(values: list[float]) -> dict[str, float]:
@@ -187,6 +207,9 @@ def _print(r: dict[str, Any]) -> None:
         if s:
             print(f"{name + ' (ms):':<33}mean {s['mean']:.2f}, median {s['median']:.2f}, "
                   f"p99 {s['p99']:.2f}")
+    for process, sizes in r.get("server_memory", {}).items():
+        print(f"{'Peak resident memory, ' + process + ':':<33}"
+              f"{mib(sizes.get('peak_resident_bytes'))} (now {mib(sizes.get('resident_bytes'))})")
     for error in r["errors"]:
         print(f"error: {error}")
 
@@ -195,10 +218,11 @@ def run(args: argparse.Namespace) -> int:
     server = dataclass_from_args(ClientConfig, args)
     bench = dataclass_from_args(ServingBenchConfig, args)
     try:
-        outcomes, duration, model = event_loop.run(_benchmark(server, bench))
+        outcomes, duration, model, memory = event_loop.run(_benchmark(server, bench))
     except aiohttp.ClientError as exc:
         raise SystemExit(f"cannot reach the server at {server.url}: {exc}") from None
     result = report(outcomes, duration, model, bench)
+    result["server_memory"] = memory
     # The load generator's own CPU time: near `duration_s`, the client limited the run.
     result["client_cpu_s"] = time.process_time()
     _print(result)
