@@ -35,6 +35,7 @@ from pagoda.engine.messages import (
     UtilityResult,
 )
 from pagoda.frontend.model_frontend import check_draft_model, config_eos_token_id, model_config
+from pagoda.lora.adapter import base_shapes
 from pagoda.model_source import ModelSource
 
 
@@ -64,6 +65,7 @@ def run_engine_core(conn: Connection, config: EngineConfig, source: ModelSource,
     outbox = _Outbox(conn)
     try:
         info = {**core.info, "vocab_size": hf_config.vocab_size,
+                "lora_base_shapes": base_shapes(hf_config),
                 "eos_token_id": config_eos_token_id(hf_config)}
         conn.send(Ready(info, core.max_model_len))
         _CoreLoop(core, conn, outbox).run()

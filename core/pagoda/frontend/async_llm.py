@@ -124,7 +124,8 @@ class AsyncLLM:
         self._cores = EngineCores(config, self.frontend.source, self._on_outputs,
                                   self._on_death, self.tokenizer)
         self.info: dict[str, Any] = self._cores.info
-        self.frontend.set_model_facts(self.info["vocab_size"], self.info["eos_token_id"])
+        self.frontend.set_model_facts(self.info["vocab_size"], self.info["eos_token_id"],
+                                      self.info["lora_base_shapes"])
         self.vocab_size: int = self.frontend.vocab_size
         self.eos_token_id: int | None = self.frontend.eos_token_id
         self.max_model_len: int = self._cores.max_model_len

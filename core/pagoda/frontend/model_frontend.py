@@ -13,7 +13,7 @@ from typing import Any
 
 from pagoda.config import EngineConfig, LoRAConfig
 from pagoda.frontend.input_processor import InputProcessor
-from pagoda.lora.adapter import AdapterCheck
+from pagoda.lora.adapter import AdapterCheck, BaseShapes, base_shapes
 from pagoda.lora.request import LoRARequest
 from pagoda.model_source import ModelSource, resolve_model
 from pagoda.pooling import PoolerSpec, read_sentence_transformers_config
@@ -105,6 +105,8 @@ class ModelFrontend:
     processes of their own, which report `vocab_size` and `eos_token_id` (`set_model_facts`)."""
     vocab_size: int = 0
     eos_token_id: int | None = None
+    lora_base: BaseShapes | None = None
+    """What LoRA adapters must fit (set with the other model facts)."""
 
     @classmethod
     def load(cls, config: EngineConfig, core_in_process: bool = True) -> ModelFrontend:
@@ -125,13 +127,17 @@ class ModelFrontend:
         if core_in_process:
             frontend.hf_config, config.model.max_model_len = model_config(config, source)
             frontend.set_model_facts(frontend.hf_config.vocab_size,
-                                     config_eos_token_id(frontend.hf_config))
+                                     config_eos_token_id(frontend.hf_config),
+                                     base_shapes(frontend.hf_config))
             if config.speculative.speculative_model is not None:
                 check_draft_model(config, frontend.hf_config, tokenizer)
         return frontend
 
-    def set_model_facts(self, vocab_size: int, config_eos: int | None) -> None:
-        """The vocabulary size and the HF config's eos id (None: the tokenizer's)."""
+    def set_model_facts(self, vocab_size: int, config_eos: int | None,
+                        shapes: BaseShapes | None) -> None:
+        """The vocabulary size, the HF config's eos id (None: the tokenizer's) and what
+        LoRA adapters must fit (None for models LoRA does not apply to)."""
+        self.lora_base = shapes
         self.vocab_size = vocab_size
         self.eos_token_id = config_eos if config_eos is not None else self.tokenizer.eos_token_id
 
@@ -148,5 +154,5 @@ class ModelFrontend:
         `load_lora`: see `AdapterCheck`."""
         lora = lora or LoRAConfig()
         return InputProcessor(self.tokenizer, max_model_len, self.vocab_size, self.eos_token_id,
-                              pooler, AdapterCheck(self.hf_config, lora.enable_lora,
+                              pooler, AdapterCheck(self.lora_base, lora.enable_lora,
                                                    lora.max_lora_rank, load_lora))

@@ -71,6 +71,26 @@ def safetensors_shapes(path: Path) -> dict[str, list[int]]:
     return {name: info["shape"] for name, info in header.items() if name != "__metadata__"}
 
 
+@dataclass(frozen=True)
+class BaseShapes:
+    """What an adapter must fit: (output, input) features of each projection of a layer,
+    whole, and the number of layers. Plain values, so that the engine core can report
+    them to a front end that reads no HF config (`base_shapes`)."""
+
+    projections: dict[str, tuple[int, int]]
+    num_layers: int
+
+
+def base_shapes(hf_config: Any) -> BaseShapes | None:
+    """The shapes of a decoder with the usual projections; None for another model (LoRA
+    is refused there when the model loads)."""
+    try:
+        return BaseShapes(projection_shapes(hf_config),
+                          hf_config.get_text_config().num_hidden_layers)
+    except AttributeError:
+        return None
+
+
 def projection_shapes(hf_config: Any) -> dict[str, tuple[int, int]]:
     """(output, input) features of each projection of a dense decoder's layer, whole."""
     text = hf_config.get_text_config()
@@ -85,8 +105,8 @@ def projection_shapes(hf_config: Any) -> dict[str, tuple[int, int]]:
             "down_proj": (hidden, inter), "gate_up_proj": (2 * inter, hidden)}
 
 
-def read_adapter(request: LoRARequest, hf_config: Any, max_rank: int) -> AdapterSpec:
-    """The adapter at `request.lora_path`, checked against the base model of `hf_config`;
+def read_adapter(request: LoRARequest, base: BaseShapes, max_rank: int) -> AdapterSpec:
+    """The adapter at `request.lora_path`, checked against the base model's `base` shapes;
     ValueError naming what is wrong with it."""
     root = Path(request.lora_path)
     for name in (CONFIG_FILE, WEIGHTS_FILE):
@@ -110,8 +130,7 @@ def read_adapter(request: LoRARequest, hf_config: Any, max_rank: int) -> Adapter
         raise _fail(request, f"rank {rank} is over max_lora_rank {max_rank}")
     scaling = alpha / (math.sqrt(rank) if config.get("use_rslora") else rank)
 
-    expected = projection_shapes(hf_config)
-    num_layers = hf_config.get_text_config().num_hidden_layers
+    expected, num_layers = base.projections, base.num_layers
     modules: dict[str, dict[str, str]] = {}
     for key in shapes:
         match = _KEY.match(key)
@@ -144,12 +163,12 @@ class AdapterCheck:
     """The front end's check of each request's adapter: LoRA is on, the adapter is sound
     (`read_adapter`, once per id), and an id always names the same adapter."""
 
-    def __init__(self, hf_config: Any, enabled: bool, max_rank: int,
+    def __init__(self, base: BaseShapes | None, enabled: bool, max_rank: int,
                  load: Callable[[LoRARequest], str | None] | None = None):
         """`load`: has the engine read a new adapter (the engine core's `add_lora`), and
         says what is wrong with it, or None; None: adapters are loaded otherwise
         (`AsyncLLM.add_lora_adapter` does it beside this check)."""
-        self.hf_config = hf_config
+        self.base = base
         self.enabled = enabled
         self.max_rank = max_rank
         self.load = load
@@ -170,7 +189,8 @@ class AdapterCheck:
             raise ValueError(f"lora_int_id {request.lora_int_id} is adapter "
                              f"{known.lora_name!r} ({known.lora_path}), not "
                              f"{request.lora_name!r} ({request.lora_path})")
-        read_adapter(request, self.hf_config, self.max_rank)
+        assert self.base is not None, "the base model's shapes are known where LoRA is on"
+        read_adapter(request, self.base, self.max_rank)
         problem = self.load(request) if self.load is not None else None
         if problem is not None:
             raise ValueError(problem)

@@ -19,7 +19,7 @@ from torch import nn
 
 from pagoda.config.engine_config import LoRAConfig
 from pagoda.engine.scheduler_output import SchedulerOutput
-from pagoda.lora.adapter import WEIGHTS_FILE, AdapterSpec, read_adapter
+from pagoda.lora.adapter import WEIGHTS_FILE, AdapterSpec, base_shapes, read_adapter
 from pagoda.lora.layers import LoRASlots, TokenSlots
 from pagoda.lora.request import LoRARequest
 from pagoda.models.layers.linear import Linear
@@ -75,7 +75,9 @@ class LoRAManager:
         if lora.lora_int_id in self.host:
             self.host.move_to_end(lora.lora_int_id)
             return self.host[lora.lora_int_id]
-        spec = read_adapter(lora, self.hf_config, self.config.max_lora_rank)
+        base = base_shapes(self.hf_config)
+        assert base is not None, "LoRA is refused for models without the usual projections"
+        spec = read_adapter(lora, base, self.config.max_lora_rank)
         tensors = load_file(f"{lora.lora_path}/{WEIGHTS_FILE}")
         weights = {}
         for module, (a_key, b_key) in spec.modules.items():
