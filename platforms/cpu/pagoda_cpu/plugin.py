@@ -11,10 +11,14 @@ CPU_DENSE_OPS = ("rms_norm", "fused_add_rms_norm", "silu_and_mul", "gelu_and_mul
 CPU_QUANT_OPS = ("fp8_linear", "int8_linear", "woq_linear")
 """The quantized linears, offered only through these providers (`pagoda_cpu.quant_ops`)."""
 CPU_OPS = CPU_DENSE_OPS + CPU_QUANT_OPS
-"""Every op the CPU provides itself (all as "cpu_native")."""
+"""Every op the CPU provides itself as "cpu_native" (on PyTorch's ops)."""
+CPU_CSRC_OPS = ("woq_linear",)
+"""Ops also provided as "cpu_csrc", on the native kernels (`pagoda_cpu.csrc`), ahead of
+"cpu_native" where those kernels are built."""
 TARGET_PLUGIN_API = 3  # the pagoda plugin API this package was built against
 _OPS = "pagoda_cpu.ops"
 _QUANT = "pagoda_cpu.quant_ops"
+_CSRC = "pagoda_cpu.csrc_ops"
 _PREPARE = {"fp8_linear": "prepare_fp8", "int8_linear": "prepare_int8",
             "woq_linear": "prepare_woq"}
 
@@ -31,5 +35,9 @@ plugin = PlatformPlugin(
         *(KernelProvider(op, "cpu_native", f"{_QUANT}:{op}", (PLATFORM,), priority=10,
                          prepare=f"{_QUANT}:{_PREPARE[op]}")
           for op in CPU_QUANT_OPS),
+        *(KernelProvider(op, "cpu_csrc", f"{_CSRC}:{op}", (PLATFORM,), priority=20,
+                         is_available="pagoda_cpu.csrc:unavailable",
+                         prepare=f"{_CSRC}:{_PREPARE[op]}" if op in _PREPARE else None)
+          for op in CPU_CSRC_OPS),
     ],
 )
