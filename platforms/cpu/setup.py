@@ -15,6 +15,7 @@ from setuptools import setup
 
 SOURCES = ["csrc/ops.cpp", "csrc/kernels_avx512.cpp", "csrc/kernels_avx2.cpp",
            "csrc/kernels_generic.cpp"]
+HEADERS = ["csrc/kernels.h", "csrc/kernels.inc", "csrc/vec.h"]
 FLAGS = ["-O3", "-ffp-contract=fast"]
 
 
@@ -34,7 +35,8 @@ def _extensions() -> tuple[list, dict]:
             except Exception as e:  # noqa: BLE001 - any build failure: no native kernels
                 print(f"pagoda-cpu: native kernels not built ({e})", file=sys.stderr)
 
-    ext = CppExtension("pagoda_cpu._C", SOURCES, extra_compile_args=FLAGS, optional=True)
+    ext = CppExtension("pagoda_cpu._C", SOURCES, extra_compile_args=FLAGS, depends=HEADERS,
+                       optional=True)
     return [ext], {"build_ext": OptionalBuild}
 
 
