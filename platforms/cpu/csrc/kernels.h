@@ -18,8 +18,34 @@ struct WoqWeight {
   int64_t n, k, group, bits;
 };
 
+// Activations are float32 or bfloat16 (the Dtype of every pointer named so below);
+// rows of a matrix are `stride` elements apart, their entries contiguous. Each function
+// handles rows r0 <= r < r1 (the caller splits rows across threads).
+enum class Dtype { kFloat32 = 0, kBFloat16 = 1 };
+
+struct RotaryArgs {
+  const int64_t* positions;  // [T]: the cos/sin row of each token
+  const float* cos_sin;      // [*, rot_dim]: cos in the first half, sin in the second
+  int64_t rot_dim;
+  bool is_neox;              // pairs (i, i + rot_dim / 2), else (2i, 2i + 1)
+  int64_t head_size;
+};
+
 struct Kernels {
   const char* isa;
+  // out = rms_norm(x + residual) * weight, summed = x + residual rounded to the dtype
+  // (residual and summed null: out = rms_norm(x) * weight); weight float32 [d].
+  void (*rms_norm)(Dtype dtype, const void* x, int64_t x_stride, const void* residual,
+                   int64_t residual_stride, const float* weight, float eps, int64_t d,
+                   void* out, void* summed, int64_t r0, int64_t r1);
+  // out[r, :d] = silu(x[r, :d]) * x[r, d:2d]; out contiguous [rows, d].
+  void (*silu_and_mul)(Dtype dtype, const void* x, int64_t x_stride, int64_t d, void* out,
+                       int64_t r0, int64_t r1);
+  // Rotates `heads` heads of token r of x (token stride x_stride, heads head_size apart)
+  // into out (contiguous [T, heads, head_size]); dims past rot_dim are copied.
+  void (*rotary)(Dtype dtype, const RotaryArgs& args, const void* x, int64_t x_stride,
+                 int64_t heads, void* out, int64_t r0, int64_t r1);
+
   // y[m, n] = x[m, :] . w[n, :] (+ bias[n]) for all m < rows and n0 <= n < n1;
   // x float32 [rows, k], y float32 [rows, w.n], bias float32 [w.n] or null.
   void (*woq_gemv)(const WoqWeight& w, const float* x, int64_t rows, const float* bias,

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <string>
+#include <tuple>
+#include <vector>
 
 #include "kernels.h"
 
@@ -92,6 +94,116 @@ at::Tensor woq_dequantize(const at::Tensor& codes, const at::Tensor& scales,
   return out;
 }
 
+// Activations as the kernels take them: float32 and bfloat16 as they are, others (float16)
+// through float32; `rows2d` views x [..., d] as [rows, d] with contiguous rows.
+Dtype kernel_dtype(const at::Tensor& x) {
+  return x.scalar_type() == at::kBFloat16 ? Dtype::kBFloat16 : Dtype::kFloat32;
+}
+
+at::Tensor rows2d(const at::Tensor& x, at::ScalarType dtype) {
+  at::Tensor t = x.to(dtype).reshape({-1, x.size(-1)});
+  return t.stride(1) == 1 ? t : t.contiguous();
+}
+
+at::ScalarType kernel_scalar_type(const at::Tensor& x) {
+  return x.scalar_type() == at::kBFloat16 ? at::kBFloat16 : at::kFloat;
+}
+
+// Rows per task of an elementwise kernel: ~16K values.
+int64_t row_grain(int64_t width) { return std::max<int64_t>(1, 16384 / std::max<int64_t>(width, 1)); }
+
+std::tuple<at::Tensor, at::Tensor> add_rms_norm(const at::Tensor& x,
+                                                const std::optional<at::Tensor>& residual,
+                                                const at::Tensor& weight, double eps) {
+  const auto st = kernel_scalar_type(x);
+  const int64_t d = x.size(-1);
+  const at::Tensor x2 = rows2d(x, st);
+  at::Tensor r2, summed;
+  if (residual.has_value()) {
+    TORCH_CHECK(residual->sizes() == x.sizes(), "fused_add_rms_norm: residual must be shaped as x");
+    r2 = rows2d(*residual, st);
+    summed = at::empty(x2.sizes(), x2.options());
+  }
+  const at::Tensor w = weight.to(at::kFloat).contiguous();
+  TORCH_CHECK(w.numel() == d, "rms_norm: weight must have ", d, " entries");
+  at::Tensor out = at::empty(x2.sizes(), x2.options());
+  const Kernels& kern = kernels();
+  const Dtype dt = kernel_dtype(x2);
+  at::parallel_for(0, x2.size(0), row_grain(d), [&](int64_t r0, int64_t r1) {
+    kern.rms_norm(dt, x2.data_ptr(), x2.stride(0), r2.defined() ? r2.data_ptr() : nullptr,
+                  r2.defined() ? r2.stride(0) : 0, w.data_ptr<float>(), float(eps), d,
+                  out.data_ptr(), summed.defined() ? summed.data_ptr() : nullptr, r0, r1);
+  });
+  out = out.view(x.sizes()).to(x.scalar_type());
+  if (summed.defined()) summed = summed.view(x.sizes()).to(x.scalar_type());
+  return {out, summed};
+}
+
+at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps) {
+  return std::get<0>(add_rms_norm(x, std::nullopt, weight, eps));
+}
+
+std::tuple<at::Tensor, at::Tensor> fused_add_rms_norm(const at::Tensor& x,
+                                                      const at::Tensor& residual,
+                                                      const at::Tensor& weight, double eps) {
+  return add_rms_norm(x, residual, weight, eps);
+}
+
+at::Tensor silu_and_mul(const at::Tensor& x) {
+  TORCH_CHECK(x.size(-1) % 2 == 0, "silu_and_mul: the last dim must be even");
+  const at::Tensor x2 = rows2d(x, kernel_scalar_type(x));
+  const int64_t d = x2.size(1) / 2;
+  at::Tensor out = at::empty({x2.size(0), d}, x2.options());
+  const Kernels& kern = kernels();
+  const Dtype dt = kernel_dtype(x2);
+  at::parallel_for(0, x2.size(0), row_grain(2 * d), [&](int64_t r0, int64_t r1) {
+    kern.silu_and_mul(dt, x2.data_ptr(), x2.stride(0), d, out.data_ptr(), r0, r1);
+  });
+  std::vector<int64_t> shape(x.sizes().begin(), x.sizes().end());
+  shape.back() = d;
+  return out.view(shape).to(x.scalar_type());
+}
+
+// x [T, heads, head_size] (heads contiguous within a token) rotated into a new tensor.
+at::Tensor rotate(const RotaryArgs& args, const at::Tensor& x) {
+  TORCH_CHECK(x.dim() == 3 && x.size(2) == args.head_size, "rotary_embedding: query and key "
+              "must be [T, heads, ", args.head_size, "]");
+  at::Tensor xt = x.to(kernel_scalar_type(x));
+  if (xt.stride(2) != 1 || xt.stride(1) != args.head_size) xt = xt.contiguous();
+  at::Tensor out = at::empty(xt.sizes(), xt.options());
+  const Kernels& kern = kernels();
+  const Dtype dt = kernel_dtype(xt);
+  const int64_t heads = xt.size(1);
+  at::parallel_for(0, xt.size(0), row_grain(heads * args.head_size), [&](int64_t r0, int64_t r1) {
+    kern.rotary(dt, args, xt.data_ptr(), xt.stride(0), heads, out.data_ptr(), r0, r1);
+  });
+  return out.to(x.scalar_type());
+}
+
+std::tuple<at::Tensor, at::Tensor> rotary_embedding(const at::Tensor& positions,
+                                                    const at::Tensor& query,
+                                                    const at::Tensor& key,
+                                                    const at::Tensor& cos_sin_cache,
+                                                    bool is_neox) {
+  const at::Tensor pos = positions.to(at::kLong).contiguous();
+  const int64_t* p = pos.data_ptr<int64_t>();
+  for (int64_t i = 0; i < pos.numel(); ++i)
+    TORCH_CHECK(p[i] >= 0 && p[i] < cos_sin_cache.size(0), "rotary_embedding: position ", p[i],
+                " is outside the cos/sin table (", cos_sin_cache.size(0), " positions)");
+  at::Tensor table = cos_sin_cache, rows = pos;
+  if (table.scalar_type() != at::kFloat || !table.is_contiguous()) {
+    // Only the tokens' rows, in float32 (not the whole table every call).
+    table = table.index_select(0, pos).to(at::kFloat).contiguous();
+    rows = at::arange(pos.numel(), pos.options());
+  }
+  const int64_t rot_dim = table.size(1);
+  TORCH_CHECK(rot_dim % 2 == 0 && rot_dim <= query.size(-1),
+              "rotary_embedding: the cos/sin table's width must be even and fit a head");
+  const RotaryArgs args{rows.data_ptr<int64_t>(), table.data_ptr<float>(), rot_dim, is_neox,
+                        query.size(-1)};
+  return {rotate(args, query), rotate(args, key)};
+}
+
 }  // namespace
 }  // namespace pagoda_cpu
 
@@ -103,5 +215,9 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("woq_gemv", &woq_gemv, "x [M, K] times a packed 4/8-bit weight^T (+ bias): float32",
         py::arg("x"), py::arg("codes"), py::arg("scales"), py::arg("offsets"),
         py::arg("bits"), py::arg("bias") = py::none());
+  m.def("rms_norm", &rms_norm, "core's rms_norm");
+  m.def("fused_add_rms_norm", &fused_add_rms_norm, "core's fused_add_rms_norm");
+  m.def("silu_and_mul", &silu_and_mul, "core's silu_and_mul");
+  m.def("rotary_embedding", &rotary_embedding, "core's rotary_embedding");
   m.def("woq_dequantize", &woq_dequantize, "a packed 4/8-bit weight as float32 [N, K]");
 }

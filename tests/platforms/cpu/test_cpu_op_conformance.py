@@ -22,7 +22,8 @@ def test_registered_providers() -> None:
     assert found == expected
     assert set(CPU_QUANT_OPS) == set(QUANT_OPS)  # every quantized linear, by the CPU itself
     assert {e.op for e in PROVIDERS if e.plugin == "core"}.isdisjoint(QUANT_OPS)
-    assert [e.plugin for e in PROVIDERS if e.op == "rms_norm"] == ["cpu", "core"]  # priority
+    assert [e.provider.name for e in PROVIDERS if e.op == "rms_norm"] == [
+        "cpu_csrc", "cpu_native", "reference"]  # priority
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=dtype_name)
