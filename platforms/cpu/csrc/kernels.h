@@ -10,12 +10,12 @@ namespace pagoda_cpu {
 // A weight-only quantized weight: N rows of K codes (4-bit: two a byte, in blocks of 32
 // weights whose byte j holds weight j in its low nibble and weight j + 16 in its high
 // one, GGUF's order; 8-bit: one a byte), float32 scale and offset per group of `group`
-// inputs (a multiple of 32): w = code * scale + offset.
+// inputs (32 << group_shift): w = code * scale + offset.
 struct WoqWeight {
   const uint8_t* codes;
   const float* scales;
   const float* offsets;
-  int64_t n, k, group, bits;
+  int64_t n, k, group_shift, bits;
 };
 
 // Activations are float32 or bfloat16 (the Dtype of every pointer named so below);

@@ -1,10 +1,10 @@
-// The kernels for x86-64 CPUs with AVX2 and FMA.
+// The kernels for x86-64 CPUs with AVX2 and FMA (setup.py gives this file those target
+// flags; without them it is an empty stub).
 #include "kernels.h"
-#if defined(__x86_64__) && defined(__GNUC__)
+#if defined(__AVX2__) && defined(__FMA__)
 #include <immintrin.h>
 
 #include <cstring>
-#pragma GCC target("avx2,fma,f16c")
 #define PAGODA_ISA avx2
 #define PAGODA_VEC_AVX2
 #include "kernels.inc"

@@ -1,10 +1,10 @@
-// The kernels for x86-64 CPUs with AVX-512 (F, BW, VL, DQ) and FMA.
+// The kernels for x86-64 CPUs with AVX-512 (F, BW, VL, DQ) and FMA (setup.py gives
+// this file those target flags; without them it is an empty stub).
 #include "kernels.h"
-#if defined(__x86_64__) && defined(__GNUC__)
+#if defined(__AVX512F__) && defined(__FMA__)
 #include <immintrin.h>
 
 #include <cstring>
-#pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")
 #define PAGODA_ISA avx512
 #define PAGODA_VEC_AVX512
 #include "kernels.inc"

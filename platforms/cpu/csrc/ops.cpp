@@ -46,12 +46,15 @@ WoqWeight woq_weight(const at::Tensor& codes, const at::Tensor& scales,
   TORCH_CHECK(k % 32 == 0, "woq: K must be a multiple of 32, not ", k);
   for (const at::Tensor* t : {&scales, &offsets})
     TORCH_CHECK(t->scalar_type() == at::kFloat && t->is_contiguous() && t->dim() == 2 &&
-                    t->size(0) == n && t->size(1) > 0 && k % t->size(1) == 0 &&
-                    (k / t->size(1)) % 32 == 0,
-                "woq: scales and offsets must be contiguous float32 [N, groups] with groups "
-                "of a multiple of 32 inputs");
+                    t->size(0) == n && t->size(1) > 0 && k % t->size(1) == 0,
+                "woq: scales and offsets must be contiguous float32 [N, groups]");
+  const int64_t group = k / scales.size(1);
+  int64_t shift = 0;
+  while ((int64_t(32) << shift) < group) ++shift;
+  TORCH_CHECK((int64_t(32) << shift) == group, "woq: groups of ", group,
+              " inputs are not 32 times a power of two");
   return WoqWeight{codes.data_ptr<uint8_t>(), scales.data_ptr<float>(),
-                   offsets.data_ptr<float>(), n, k, k / scales.size(1), bits};
+                   offsets.data_ptr<float>(), n, k, shift, bits};
 }
 
 // Output rows per task: enough that a task reads ~64 KiB of codes.

@@ -65,6 +65,8 @@ def use_isa(module: ModuleType, isa: str) -> None:
 @functools.cache
 def native() -> ModuleType | None:
     """`pagoda_cpu._C` with its instruction set chosen, or None where it was not built."""
+    import torch  # noqa: F401 - loads the libraries the extension links against
+
     try:
         kernels = importlib.import_module("pagoda_cpu._C")
     except ImportError as e:

@@ -1,7 +1,7 @@
 """CPU providers on pagoda-cpu's native kernels (`pagoda_cpu.csrc`).
 
-`woq_linear` ("cpu_csrc"): 4- and 8-bit weights with a scale and offset per group of a
-multiple of 32 inputs (GGUF Q4_0 / Q4_1 / Q8_0, GPTQ / AWQ / compressed-tensors int4 at
+`woq_linear` ("cpu_csrc"): 4- and 8-bit weights with a scale and offset per group of 32
+times a power of two inputs (GGUF Q4_0 / Q4_1 / Q8_0, GPTQ / AWQ / compressed-tensors int4 at
 groups of 32 .. 128) stay packed (4 bits: two codes a byte), in any activation dtype. Up
 to GEMV_MAX_ROWS rows (decode) the kernel dequantizes in registers and sums in float32
 (as exact as the reference); more rows (prefill) dequantize the weight for the call and
@@ -50,8 +50,9 @@ def native_reason(weight: GroupQuantWeight) -> str | None:
         return "the native kernels are not built"
     if weight.bits not in (4, 8):
         return f"no native kernel for {weight.bits}-bit codes"
-    if weight.group_size % BLOCK:
-        return f"groups of {weight.group_size} are not whole blocks of {BLOCK}"
+    blocks = weight.group_size // BLOCK
+    if weight.group_size % BLOCK or blocks & (blocks - 1):
+        return f"groups of {weight.group_size} are not {BLOCK} times a power of two"
     return None
 
 

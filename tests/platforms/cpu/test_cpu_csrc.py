@@ -94,7 +94,7 @@ def test_4bit_packing_is_ggufs_block_layout() -> None:
 
 def test_unsupported_weights_fall_back_to_pytorch_ops() -> None:
     weight = group_weight(torch.randn(16, 48), 4, 16, symmetric=True)  # groups of 16
-    assert csrc_ops.native_reason(weight) == "groups of 16 are not whole blocks of 32"
+    assert csrc_ops.native_reason(weight) == "groups of 16 are not 32 times a power of two"
     prepared = csrc_ops.prepare_woq(weight, torch.float32)
     assert isinstance(prepared, quant_ops.CpuQuantWeight)
     x = torch.randn(2, 48)
