@@ -7,7 +7,8 @@ displace (median microseconds per call, caches warm, SmolLM2-135M's shapes).
 Rows: woq_linear (GGUF Q4_1 and Q8_0 blocks, 576->1536 and 1536->576) at 1, 16 and 64
 tokens against "cpu_native" (the int4 kernel for bfloat16, else a dense weight) and the
 elementwise ops of a decode step at 1 and 16 tokens against "cpu_native" (or core's
-reference where the CPU had no provider). Other processes on the machine move these
+reference where the CPU had no provider), and cpu_sdpa's decode attention (1 and 16
+sequences of 256 tokens) against its PyTorch path. Other processes on the machine move these
 numbers: compare within a row.
 """
 
@@ -22,7 +23,7 @@ import torch
 
 from pagoda.ops import reference
 from pagoda.quant.rtn import group_weight
-from pagoda_cpu import csrc, csrc_ops, ops, quant_ops
+from pagoda_cpu import csrc, csrc_ops, ops, paged_attention, quant_ops
 
 HIDDEN, INTERMEDIATE, HEADS, KV_HEADS, HEAD = 576, 1536, 9, 3, 64
 
@@ -79,6 +80,25 @@ def elementwise_rows(dtype: torch.dtype) -> list[tuple[str, Callable[[], object]
     return rows
 
 
+def attention_rows(dtype: torch.dtype) -> list[tuple[str, Callable[[], object], Callable[[], object]]]:
+    kern = csrc.native()
+    assert kern is not None
+    block, length = 16, 256
+    rows = []
+    for batch in (1, 16):
+        blocks = batch * length // block
+        cache = torch.randn(2, blocks, block, KV_HEADS, HEAD).to(dtype)
+        tables = torch.randperm(blocks, dtype=torch.int32).view(batch, -1)
+        q = torch.randn(batch, HEADS, HEAD).to(dtype)
+        lens = [length] * batch
+        rows.append((f"decode attention B={batch} len={length} (vs matmuls)",
+                     lambda q=q, c=cache, t=tables, n=lens: kern.decode_attention(
+                         q, c, t, torch.tensor(n), 0.125, 0, 0.0),
+                     lambda q=q, c=cache, t=tables, n=lens: paged_attention.decode_matmuls(
+                         q, c, t, n, 0.125, None, None, None)))
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--threads", type=int, default=2)
@@ -94,7 +114,7 @@ def main() -> None:
     for dtype in (torch.float32, torch.bfloat16):
         name = str(dtype).removeprefix("torch.")
         print(f"\n| {name} | cpu_csrc | before | speed-up |\n| --- | --- | --- | --- |")
-        for label, ours, theirs in woq_rows(dtype) + elementwise_rows(dtype):
+        for label, ours, theirs in woq_rows(dtype) + elementwise_rows(dtype) + attention_rows(dtype):
             a, b = median_us(ours, args.reps), median_us(theirs, args.reps)
             print(f"| {label} | {a:.1f} | {b:.1f} | {b / a:.2f}x |")
 

@@ -31,6 +31,18 @@ struct RotaryArgs {
   int64_t head_size;
 };
 
+// One decode query token per sequence against its paged KV cache, grouped-query.
+struct DecodeAttentionArgs {
+  const void* query;        // [B, H, D], contiguous
+  const void* cache;        // [2, blocks, block_size, KVH, D], contiguous, query's dtype
+  const int32_t* tables;    // [B, table_stride] block numbers
+  const int64_t* seq_lens;  // [B]
+  void* out;                // [B, H, D], query's dtype
+  int64_t table_stride, blocks, block_size, kv_heads, heads, head_size;
+  float scale, soft_cap;    // soft_cap 0: none
+  int64_t window;           // attend to the last `window` positions (0: all)
+};
+
 struct Kernels {
   const char* isa;
   // out = rms_norm(x + residual) * weight, summed = x + residual rounded to the dtype
@@ -45,6 +57,10 @@ struct Kernels {
   // into out (contiguous [T, heads, head_size]); dims past rot_dim are copied.
   void (*rotary)(Dtype dtype, const RotaryArgs& args, const void* x, int64_t x_stride,
                  int64_t heads, void* out, int64_t r0, int64_t r1);
+  // Attention of (sequence, KV head) pairs i0 <= i < i1 (i = b * kv_heads + kv_head);
+  // head_size a multiple of 16; `scores` scratch of max(seq_lens) * heads / kv_heads floats.
+  void (*decode_attention)(Dtype dtype, const DecodeAttentionArgs& args, float* scores,
+                           int64_t i0, int64_t i1);
 
   // y[m, n] = x[m, :] . w[n, :] (+ bias[n]) for all m < rows and n0 <= n < n1;
   // x float32 [rows, k], y float32 [rows, w.n], bias float32 [w.n] or null.

@@ -207,6 +207,51 @@ std::tuple<at::Tensor, at::Tensor> rotary_embedding(const at::Tensor& positions,
   return {rotate(args, query), rotate(args, key)};
 }
 
+// One query token per sequence against the paged cache (see DecodeAttentionArgs):
+// query [B, H, D] and kv_cache [2, blocks, block_size, KVH, D] in float32 or bfloat16.
+at::Tensor decode_attention(const at::Tensor& query, const at::Tensor& kv_cache,
+                            const at::Tensor& block_tables, const at::Tensor& seq_lens,
+                            double scale, int64_t sliding_window, double soft_cap) {
+  const auto st = query.scalar_type();
+  TORCH_CHECK((st == at::kFloat || st == at::kBFloat16) && kv_cache.scalar_type() == st,
+              "decode_attention: query and cache must both be float32 or bfloat16");
+  TORCH_CHECK(query.dim() == 3 && kv_cache.dim() == 5 && kv_cache.size(0) == 2 &&
+                  kv_cache.size(4) == query.size(2) && kv_cache.is_contiguous(),
+              "decode_attention: query [B, H, D] and a contiguous cache [2, blocks, "
+              "block_size, KVH, D]");
+  const int64_t batch = query.size(0), heads = query.size(1), d = query.size(2);
+  const int64_t kv_heads = kv_cache.size(3);
+  TORCH_CHECK(d % 16 == 0 && d <= 256 && heads % kv_heads == 0,
+              "decode_attention: head size a multiple of 16 up to 256, heads a multiple of "
+              "KV heads");
+  const at::Tensor q = query.contiguous();
+  const at::Tensor tables = block_tables.to(at::kInt).contiguous();
+  const at::Tensor lens = seq_lens.to(at::kLong).contiguous();
+  TORCH_CHECK(tables.dim() == 2 && tables.size(0) == batch && lens.numel() == batch,
+              "decode_attention: one block table row and length per sequence");
+  const int64_t* lp = lens.data_ptr<int64_t>();
+  int64_t longest = 1;
+  for (int64_t b = 0; b < batch; ++b) {
+    TORCH_CHECK(lp[b] >= 1 && lp[b] <= tables.size(1) * kv_cache.size(2),
+                "decode_attention: sequence length ", lp[b], " outside its block table");
+    longest = std::max(longest, lp[b]);
+  }
+  at::Tensor out = at::empty_like(q);
+  const DecodeAttentionArgs args{q.data_ptr(), kv_cache.data_ptr(), tables.data_ptr<int32_t>(),
+                                 lp, out.data_ptr(), tables.size(1), kv_cache.size(1),
+                                 kv_cache.size(2), kv_heads, heads, d, float(scale),
+                                 float(soft_cap), sliding_window};
+  const Kernels& kern = kernels();
+  const Dtype dt = kernel_dtype(q);
+  const int64_t group = heads / kv_heads;
+  const int64_t grain = std::max<int64_t>(1, 16384 / (longest * d * group));
+  at::parallel_for(0, batch * kv_heads, grain, [&](int64_t i0, int64_t i1) {
+    std::vector<float> scores(longest * group);
+    kern.decode_attention(dt, args, scores.data(), i0, i1);
+  });
+  return out;
+}
+
 }  // namespace
 }  // namespace pagoda_cpu
 
@@ -222,5 +267,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("fused_add_rms_norm", &fused_add_rms_norm, "core's fused_add_rms_norm");
   m.def("silu_and_mul", &silu_and_mul, "core's silu_and_mul");
   m.def("rotary_embedding", &rotary_embedding, "core's rotary_embedding");
+  m.def("decode_attention", &decode_attention,
+        "one query token per sequence against its paged KV cache (grouped-query)");
   m.def("woq_dequantize", &woq_dequantize, "a packed 4/8-bit weight as float32 [N, K]");
 }

@@ -1,4 +1,4 @@
-// 16 float lanes and 16 bytes, in the registers of the build that includes this file:
+// 16 float lanes (loaded from float32 or bfloat16) and 16 bytes, in the registers of the build that includes this file:
 // one AVX-512 register (PAGODA_VEC_AVX512), two AVX2 ones (PAGODA_VEC_AVX2), or plain
 // arrays the compiler vectorizes as it can (any CPU). Included inside each build's own
 // anonymous namespace (kernels.inc), so every build has its own copy of these inline
@@ -21,6 +21,10 @@ inline U8x16 high_nibbles(U8x16 a) {
   return {_mm_and_si128(_mm_srli_epi16(a.v, 4), _mm_set1_epi8(0x0F))};
 }
 inline F32x16 to_f32(U8x16 a) { return {_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(a.v))}; }
+inline F32x16 load_bf16(const uint16_t* p) {
+  const __m512i wide = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i*)p));
+  return {_mm512_castsi512_ps(_mm512_slli_epi32(wide, 16))};
+}
 
 #elif defined(PAGODA_VEC_AVX2)
 
@@ -55,6 +59,12 @@ inline F32x16 to_f32(U8x16 a) {
   return {_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(a.v)),
           _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_unpackhi_epi64(a.v, a.v)))};
 }
+inline F32x16 load_bf16(const uint16_t* p) {
+  const __m256i lo = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i*)p));
+  const __m256i hi = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i*)(p + 8)));
+  return {_mm256_castsi256_ps(_mm256_slli_epi32(lo, 16)),
+          _mm256_castsi256_ps(_mm256_slli_epi32(hi, 16))};
+}
 
 #else
 
@@ -75,6 +85,11 @@ inline U8x16 load_u8(const uint8_t* p) { U8x16 r; std::memcpy(r.v, p, sizeof r.v
 inline U8x16 low_nibbles(U8x16 a) { PAGODA_LANES(a.v[i] &= 0x0F); return a; }
 inline U8x16 high_nibbles(U8x16 a) { PAGODA_LANES(a.v[i] >>= 4); return a; }
 inline F32x16 to_f32(U8x16 a) { F32x16 r; PAGODA_LANES(r.v[i] = a.v[i]); return r; }
+inline F32x16 load_bf16(const uint16_t* p) {
+  F32x16 r;
+  PAGODA_LANES(r.v[i] = __builtin_bit_cast(float, uint32_t(p[i]) << 16));
+  return r;
+}
 #undef PAGODA_LANES
 
 #endif

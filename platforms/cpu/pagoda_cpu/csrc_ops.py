@@ -6,7 +6,11 @@ groups of 32 .. 128) stay packed (4 bits: two codes a byte), in any activation d
 to GEMV_MAX_ROWS rows (decode) the kernel dequantizes in registers and sums in float32
 (as exact as the reference); more rows (prefill) dequantize the weight for the call and
 run PyTorch's matmul in the dense dtype `pagoda_cpu.quant_ops` picks for the activations.
-Other weights (other bit widths or group sizes) are `pagoda_cpu.quant_ops`' as before.
+Other weights (other bit widths or group sizes) are `pagoda_cpu.quant_ops`' as before,
+and so are 4-bit weights for bfloat16 activations on CPUs with native bf16 matmuls, where
+PyTorch's int4 kernel is as fast at one row and faster at more (measured with
+ci/bench_cpu_csrc.py, Zen 5, 576->1536 Q4_1: 1 row 28 us vs 34, 16 rows 124 vs 222; on
+AVX2 the packed kernel is about twice as fast at one row and even at 16).
 """
 
 from __future__ import annotations
@@ -75,13 +79,17 @@ def pack_codes(codes: torch.Tensor, bits: int) -> torch.Tensor:
 def prepare_woq(weight: GroupQuantWeight, dtype: torch.dtype, *,
                 native_bf16: bool | None = None,
                 native_fp16: bool | None = None) -> PackedWoqWeight | quant_ops.CpuQuantWeight:
-    """Packed for the native kernel where it takes the weight, else `quant_ops`'."""
-    if native_reason(weight) is not None:
+    """Packed for the native kernel where it takes the weight and is the faster, else
+    `quant_ops`'."""
+    bf16 = quant_ops.fast_bf16() if native_bf16 is None else native_bf16
+    int4_kernel = (bf16 and weight.bits == 4 and dtype == torch.bfloat16
+                   and quant_ops.woq_dense_reason(weight, dtype) is None)
+    if int4_kernel or native_reason(weight) is not None:
         return quant_ops.prepare_woq(weight, dtype, native_bf16=native_bf16,
                                      native_fp16=native_fp16)
     dense = quant_ops.dense_dtypes(
-        quant_ops.fast_bf16() if native_bf16 is None else native_bf16,
-        quant_ops.fast_fp16() if native_fp16 is None else native_fp16).get(dtype, torch.float32)
+        bf16, quant_ops.fast_fp16() if native_fp16 is None else native_fp16).get(
+            dtype, torch.float32)
     kernels = native()
     assert kernels is not None  # native_reason says so
     return PackedWoqWeight(pack_codes(weight.codes, weight.bits),

@@ -14,7 +14,14 @@ import torch
 
 from pagoda.ops.registry import OpTable
 from pagoda.quant.rtn import group_weight
-from pagoda.testing import DTYPES, check_kernel_provider, dtype_name
+from pagoda.testing import (
+    ATTENTION_CASES,
+    DTYPES,
+    attention_backends,
+    check_attention_backend,
+    check_kernel_provider,
+    dtype_name,
+)
 from pagoda.testing import kernel_providers as registered
 from pagoda_cpu import csrc, csrc_ops, quant_ops
 
@@ -67,6 +74,15 @@ def test_provider_matches_reference_on_every_isa(entry, dtype: torch.dtype, isa:
     assert report.checked and not report.skipped
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=dtype_name)
+def test_decode_attention_matches_reference_on_every_isa(dtype: torch.dtype, isa: str) -> None:
+    """cpu_sdpa's decodes run the native kernel in these dtypes (GQA, windows, soft caps)."""
+    (backend,) = [b for b in attention_backends("cpu") if b.name == "cpu_sdpa"]
+    report = check_attention_backend(backend.load(), dtype, seed=3)
+    report.raise_for_failures()
+    assert len(report.checked) == len(ATTENTION_CASES)
+
+
 @pytest.mark.parametrize("bits,group", [(4, 32), (8, 32), (4, 128)])
 @pytest.mark.parametrize("rows", [1, 5, "max", "max+1"])
 def test_woq_kernel_paths(bits: int, group: int, rows: int | str, isa: str) -> None:
@@ -93,6 +109,16 @@ def test_4bit_packing_is_ggufs_block_layout() -> None:
     codes = np.concatenate([raw & 0x0F, raw >> 4], axis=-1).reshape(3, 64)
     packed = csrc_ops.pack_codes(torch.from_numpy(codes), 4)
     assert torch.equal(packed, torch.from_numpy(raw.reshape(3, 32)))
+
+
+@pytest.mark.parametrize("native_bf16", [True, False])
+def test_4bit_bfloat16_takes_the_int4_kernel_where_bf16_is_native(native_bf16: bool) -> None:
+    weight = group_weight(torch.randn(32, 64), 4, 32, symmetric=False)
+    prepared = csrc_ops.prepare_woq(weight, torch.bfloat16, native_bf16=native_bf16)
+    assert isinstance(prepared, quant_ops.CpuQuantWeight) == native_bf16
+    q8 = csrc_ops.prepare_woq(group_weight(torch.randn(32, 64), 8, 32, symmetric=True),
+                              torch.bfloat16, native_bf16=True)
+    assert isinstance(q8, csrc_ops.PackedWoqWeight)
 
 
 def test_unsupported_weights_fall_back_to_pytorch_ops() -> None:
