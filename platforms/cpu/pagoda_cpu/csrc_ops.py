@@ -6,11 +6,13 @@ groups of 32 .. 128) stay packed (4 bits: two codes a byte), in any activation d
 to GEMV_MAX_ROWS rows (decode) the kernel dequantizes in registers and sums in float32
 (as exact as the reference); more rows (prefill) dequantize the weight for the call and
 run PyTorch's matmul in the dense dtype `pagoda_cpu.quant_ops` picks for the activations.
-Other weights (other bit widths or group sizes) are `pagoda_cpu.quant_ops`' as before,
-and so are 4-bit weights for bfloat16 activations on CPUs with native bf16 matmuls, where
-PyTorch's int4 kernel is as fast at one row and faster at more (measured with
-ci/bench_cpu_csrc.py, Zen 5, 576->1536 Q4_1: 1 row 28 us vs 34, 16 rows 124 vs 222; on
-AVX2 the packed kernel is about twice as fast at one row and even at 16).
+Other weights (other bit widths or group sizes) are `pagoda_cpu.quant_ops`' as before.
+
+Against PyTorch's int4 kernel (`quant_ops`' choice for 4-bit weights and bfloat16
+activations) on Zen 5 with native bf16: alone, 576->1536 Q4_1 at 1 row 34 us vs 28, at 16
+rows 222 vs 124 (two threads, a shared machine); but in SmolLM2's whole decode step (one
+core) 13.2 ms vs 14.4 at one sequence and 44.5 vs 43.3 at 16 (the int4 path's own extra
+ops: the rounded zeros' correction, dtype copies), so the packed kernel serves them too.
 """
 
 from __future__ import annotations
@@ -79,17 +81,13 @@ def pack_codes(codes: torch.Tensor, bits: int) -> torch.Tensor:
 def prepare_woq(weight: GroupQuantWeight, dtype: torch.dtype, *,
                 native_bf16: bool | None = None,
                 native_fp16: bool | None = None) -> PackedWoqWeight | quant_ops.CpuQuantWeight:
-    """Packed for the native kernel where it takes the weight and is the faster, else
-    `quant_ops`'."""
-    bf16 = quant_ops.fast_bf16() if native_bf16 is None else native_bf16
-    int4_kernel = (bf16 and weight.bits == 4 and dtype == torch.bfloat16
-                   and quant_ops.woq_dense_reason(weight, dtype) is None)
-    if int4_kernel or native_reason(weight) is not None:
+    """Packed for the native kernel where it takes the weight, else `quant_ops`'."""
+    if native_reason(weight) is not None:
         return quant_ops.prepare_woq(weight, dtype, native_bf16=native_bf16,
                                      native_fp16=native_fp16)
     dense = quant_ops.dense_dtypes(
-        bf16, quant_ops.fast_fp16() if native_fp16 is None else native_fp16).get(
-            dtype, torch.float32)
+        quant_ops.fast_bf16() if native_bf16 is None else native_bf16,
+        quant_ops.fast_fp16() if native_fp16 is None else native_fp16).get(dtype, torch.float32)
     kernels = native()
     assert kernels is not None  # native_reason says so
     return PackedWoqWeight(pack_codes(weight.codes, weight.bits),

@@ -111,16 +111,6 @@ def test_4bit_packing_is_ggufs_block_layout() -> None:
     assert torch.equal(packed, torch.from_numpy(raw.reshape(3, 32)))
 
 
-@pytest.mark.parametrize("native_bf16", [True, False])
-def test_4bit_bfloat16_takes_the_int4_kernel_where_bf16_is_native(native_bf16: bool) -> None:
-    weight = group_weight(torch.randn(32, 64), 4, 32, symmetric=False)
-    prepared = csrc_ops.prepare_woq(weight, torch.bfloat16, native_bf16=native_bf16)
-    assert isinstance(prepared, quant_ops.CpuQuantWeight) == native_bf16
-    q8 = csrc_ops.prepare_woq(group_weight(torch.randn(32, 64), 8, 32, symmetric=True),
-                              torch.bfloat16, native_bf16=True)
-    assert isinstance(q8, csrc_ops.PackedWoqWeight)
-
-
 def test_unsupported_weights_fall_back_to_pytorch_ops() -> None:
     weight = group_weight(torch.randn(16, 48), 4, 16, symmetric=True)  # groups of 16
     assert csrc_ops.native_reason(weight) == "groups of 16 are not 32 times a power of two"
