@@ -9,21 +9,25 @@ import torch
 
 from pagoda.ops import OPS, OpResolutionError, OpTable, current_ops, resolve_op, use_ops
 from pagoda.plugins import KernelProvider, PluginRegistries, get_registries
-from pagoda_cpu.plugin import CPU_OPS
+from pagoda_cpu.plugin import CPU_CSRC_OPS, CPU_OPS
 from pagoda_template.plugin import OPS as TEMPLATE_OPS
+
+CPU_RESOLVED = {op: "cpu/cpu_native" for op in CPU_OPS} | {
+    op: "cpu/cpu_csrc" for op in CPU_CSRC_OPS}
+"""Where pagoda-cpu's native kernels are built (the tests' machines: test_cpu_platform.py)."""
 
 
 @pytest.mark.parametrize(
-    ("platform", "provider", "ops"),
-    [("cpu", "cpu/cpu_native", CPU_OPS), ("template", "template/template", TEMPLATE_OPS),
-     ("cuda", "core/reference", ())],  # no GPU here: Triton's providers are unavailable
+    ("platform", "resolved"),
+    [("cpu", CPU_RESOLVED), ("template", {op: "template/template" for op in TEMPLATE_OPS}),
+     ("cuda", {})],  # no GPU here: Triton's providers are unavailable
 )
 def test_every_op_resolves_to_the_platform_provider(
-    platform: str, provider: str, ops: tuple[str, ...]
+    platform: str, resolved: dict[str, str]
 ) -> None:
     table = OpTable(platform, dtype=torch.float32)
     required = {op: name for op, name in table.providers.items() if not OPS[op].optional}
-    assert required == {op: provider if op in ops else "core/reference"
+    assert required == {op: resolved.get(op, "core/reference")
                         for op, spec in OPS.items() if not spec.optional}
     assert set(table.providers) | set(table.missing) == set(OPS)
     assert not set(table.providers) & set(table.missing)
@@ -34,21 +38,22 @@ def test_table_calls_are_plain_functions() -> None:
     from pagoda_cpu import ops as cpu_ops
 
     table = OpTable("cpu")
-    assert table.rms_norm is cpu_ops.rms_norm
+    assert table.gelu_and_mul is cpu_ops.gelu_and_mul
     with pytest.raises(AttributeError):
         table.no_such_op  # noqa: B018
 
 
 def test_cpu_offers_every_quantized_linear_with_its_prepare() -> None:
     from pagoda.plugins.specs import QUANT_OPS
-    from pagoda_cpu import quant_ops
+    from pagoda_cpu import csrc_ops, quant_ops
 
     table = OpTable("cpu", dtype=torch.bfloat16)
     assert not table.missing
     for op in QUANT_OPS:
-        assert table.providers[op] == "cpu/cpu_native"
-        assert getattr(table, op) is getattr(quant_ops, op)
-        assert table.prepare[op] is getattr(quant_ops, f"prepare_{op.split('_')[0]}")
+        module = csrc_ops if op in CPU_CSRC_OPS else quant_ops
+        assert table.providers[op] == CPU_RESOLVED[op]
+        assert getattr(table, op) is getattr(module, op)
+        assert table.prepare[op] is getattr(module, f"prepare_{op.split('_')[0]}")
 
 
 def _registries(*providers: KernelProvider) -> PluginRegistries:
@@ -95,8 +100,8 @@ def test_reference_ops_env_overrides_the_platform_provider(monkeypatch) -> None:
     assert table.rms_norm is reference.rms_norm
     assert table.silu_and_mul is reference.silu_and_mul
     assert table.providers["rms_norm"].startswith("core/reference")
-    assert table.providers["fused_add_rms_norm"] == (
-        "cpu/cpu_native" if "fused_add_rms_norm" in CPU_OPS else "core/reference")
+    assert table.providers["fused_add_rms_norm"] == CPU_RESOLVED.get("fused_add_rms_norm",
+                                                                     "core/reference")
 
 
 def test_reference_ops_env_names_unknown_ops(monkeypatch) -> None:

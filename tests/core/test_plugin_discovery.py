@@ -10,7 +10,7 @@ from cli_harness import by_name, run_pagoda
 
 from pagoda.ops import OPS
 from pagoda.plugins import OLDEST_PLUGIN_API_VERSION, PLUGIN_API_VERSION
-from pagoda_cpu.plugin import CPU_OPS
+from pagoda_cpu.plugin import CPU_CSRC_OPS, CPU_OPS
 from pagoda_template.plugin import OPS as TEMPLATE_OPS
 
 INSTALLED = {  # entry point -> distribution
@@ -55,22 +55,27 @@ def test_core_registers_references_and_commands(report: dict[str, dict[str, Any]
     assert core["devices"] == []
 
 
+CPU_PROVIDERS = {op: ["cpu_native"] for op in CPU_OPS}
+for _op in CPU_CSRC_OPS:
+    CPU_PROVIDERS[_op] = ["cpu_csrc", *CPU_PROVIDERS.get(_op, [])]
+
+
 @pytest.mark.parametrize(
-    ("name", "score", "backend", "provider", "ops"),
-    [("cpu", 10, "cpu_sdpa", "cpu_native", CPU_OPS),
-     ("template", 1, "template", "template", TEMPLATE_OPS)],
+    ("name", "score", "backend", "providers"),
+    [("cpu", 10, "cpu_sdpa", CPU_PROVIDERS),
+     ("template", 1, "template", {op: ["template"] for op in TEMPLATE_OPS})],
 )
 def test_platform_plugin_registers_device_backend_kernels(
-    report: dict[str, dict[str, Any]], name: str, score: int, backend: str, provider: str,
-    ops: tuple[str, ...],
+    report: dict[str, dict[str, Any]], name: str, score: int, backend: str,
+    providers: dict[str, list[str]],
 ) -> None:
     rec = report[name]
     [device] = rec["devices"]
     assert (device["name"], device["usable"], device["score"]) == (name, True, score)
     assert device["devices"] and device["reason"] is None
     assert rec["attention_backends"] == [backend]
-    assert rec["kernel_providers"] == {op: [provider] for op in ops}
-    assert set(ops) <= set(OPS)
+    assert rec["kernel_providers"] == providers
+    assert set(providers) <= set(OPS)
 
 
 def test_text_listing_names_each_plugin_and_version(

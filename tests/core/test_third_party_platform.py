@@ -131,7 +131,7 @@ def test_its_kernels_win_on_its_platform_only(outcome: dict[str, Any]) -> None:
     ops = outcome["ops"]
     assert ops.pop("rms_norm") == "acme/acme_rms"
     assert set(ops.values()) == {"core/reference"}
-    assert outcome["cpu_ops"]["rms_norm"] == "cpu/cpu_native"
+    assert outcome["cpu_ops"]["rms_norm"] in ("cpu/cpu_csrc", "cpu/cpu_native")  # csrc built?
 
 
 def test_its_attention_backend_is_selected(outcome: dict[str, Any]) -> None:

@@ -1,8 +1,10 @@
 """Paged attention on the CPU: the "cpu_sdpa" backend's kernels.
 
-Decodes (one query token) of a step are batched into one gather and two matmuls with
-GQA grouping (no head expansion); prefills and prefill chunks go one sequence at a time
-through PyTorch's fused SDPA, which is compute-bound anyway.
+Decodes (one query token) of a step run in one call of pagoda-cpu's native kernel
+(`pagoda_cpu.csrc`: float32 and bfloat16 caches, head sizes a multiple of 16 up to 256),
+else as one gather and two matmuls with GQA grouping (no head expansion); prefills and
+prefill chunks go one sequence at a time through PyTorch's fused SDPA, which is
+compute-bound anyway.
 
 An fp8 cache is written through a uint8 view (PyTorch's CPU index_copy takes no float8)
 and dequantized into the query's dtype as it is gathered.
@@ -15,6 +17,7 @@ import torch.nn.functional as F
 
 from pagoda.attention.backend import FP8_KV_CACHE_DTYPE
 from pagoda.attention.reference import quantize_fp8
+from pagoda_cpu.csrc import native
 
 
 def write_kv_cache(
@@ -105,6 +108,29 @@ def _decode(
     logits_soft_cap: float | None,
     kv_scales: torch.Tensor | None,
 ) -> torch.Tensor:
+    """The native kernel where it takes the case, else `decode_matmuls`."""
+    head_size = query.shape[-1]
+    kernels = native()
+    if (kernels is not None and kv_scales is None and query.dtype == kv_cache.dtype
+            and query.dtype in (torch.float32, torch.bfloat16)
+            and head_size % 16 == 0 and head_size <= 256):
+        return kernels.decode_attention(query, kv_cache, tables, torch.tensor(seq_lens), scale,
+                                        sliding_window or 0, logits_soft_cap or 0.0)
+    return decode_matmuls(query, kv_cache, tables, seq_lens, scale, sliding_window,
+                          logits_soft_cap, kv_scales)
+
+
+def decode_matmuls(
+    query: torch.Tensor,  # [B, H, D]
+    kv_cache: torch.Tensor,
+    tables: torch.Tensor,  # [B, blocks]
+    seq_lens: list[int],
+    scale: float,
+    sliding_window: int | None,
+    logits_soft_cap: float | None,
+    kv_scales: torch.Tensor | None,
+) -> torch.Tensor:
+    """Decodes on PyTorch's ops: one gather, two matmuls with GQA grouping."""
     batch, num_heads, head_size = query.shape
     num_kv_heads = kv_cache.shape[3]
     group = num_heads // num_kv_heads

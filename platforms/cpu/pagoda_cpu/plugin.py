@@ -11,10 +11,18 @@ CPU_DENSE_OPS = ("rms_norm", "fused_add_rms_norm", "silu_and_mul", "gelu_and_mul
 CPU_QUANT_OPS = ("fp8_linear", "int8_linear", "woq_linear")
 """The quantized linears, offered only through these providers (`pagoda_cpu.quant_ops`)."""
 CPU_OPS = CPU_DENSE_OPS + CPU_QUANT_OPS
-"""Every op the CPU provides itself (all as "cpu_native")."""
+"""Every op the CPU provides itself as "cpu_native" (on PyTorch's ops)."""
+CPU_CSRC_OPS = ("rms_norm", "fused_add_rms_norm", "silu_and_mul", "rotary_embedding",
+                "woq_linear")
+"""Ops also provided as "cpu_csrc", on the native kernels (`pagoda_cpu.csrc`), ahead of
+"cpu_native" where those kernels are built: the elementwise ones straight from the
+extension (`pagoda_cpu._C`: one call, no Python in between), the linear through
+`pagoda_cpu.csrc_ops` (which picks the kernel by rows)."""
 TARGET_PLUGIN_API = 3  # the pagoda plugin API this package was built against
 _OPS = "pagoda_cpu.ops"
 _QUANT = "pagoda_cpu.quant_ops"
+_CSRC_IMPL = {op: f"pagoda_cpu._C:{op}" for op in CPU_CSRC_OPS} | {
+    "woq_linear": "pagoda_cpu.csrc_ops:woq_linear"}
 _PREPARE = {"fp8_linear": "prepare_fp8", "int8_linear": "prepare_int8",
             "woq_linear": "prepare_woq"}
 
@@ -31,5 +39,10 @@ plugin = PlatformPlugin(
         *(KernelProvider(op, "cpu_native", f"{_QUANT}:{op}", (PLATFORM,), priority=10,
                          prepare=f"{_QUANT}:{_PREPARE[op]}")
           for op in CPU_QUANT_OPS),
+        *(KernelProvider(op, "cpu_csrc", _CSRC_IMPL[op], (PLATFORM,), priority=20,
+                         is_available="pagoda_cpu.csrc:unavailable",
+                         prepare=f"pagoda_cpu.csrc_ops:{_PREPARE[op]}" if op in _PREPARE
+                         else None)
+          for op in CPU_CSRC_OPS),
     ],
 )

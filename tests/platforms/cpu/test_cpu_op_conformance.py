@@ -9,7 +9,7 @@ from pagoda.ops import OPS
 from pagoda.plugins.specs import QUANT_OPS
 from pagoda.testing import DTYPES, ProviderEntry, check_kernel_provider, dtype_name
 from pagoda.testing import kernel_providers as registered
-from pagoda_cpu.plugin import CPU_OPS, CPU_QUANT_OPS
+from pagoda_cpu.plugin import CPU_CSRC_OPS, CPU_OPS, CPU_QUANT_OPS
 
 PROVIDERS = registered("cpu")
 
@@ -17,11 +17,13 @@ PROVIDERS = registered("cpu")
 def test_registered_providers() -> None:
     found = {(e.op, e.plugin, e.provider.name) for e in PROVIDERS}
     expected = {(op, "core", "reference") for op, spec in OPS.items() if not spec.optional} | {
-        (op, "cpu", "cpu_native") for op in CPU_OPS}
+        (op, "cpu", "cpu_native") for op in CPU_OPS} | {
+        (op, "cpu", "cpu_csrc") for op in CPU_CSRC_OPS}
     assert found == expected
     assert set(CPU_QUANT_OPS) == set(QUANT_OPS)  # every quantized linear, by the CPU itself
     assert {e.op for e in PROVIDERS if e.plugin == "core"}.isdisjoint(QUANT_OPS)
-    assert [e.plugin for e in PROVIDERS if e.op == "rms_norm"] == ["cpu", "core"]  # priority
+    assert [e.provider.name for e in PROVIDERS if e.op == "rms_norm"] == [
+        "cpu_csrc", "cpu_native", "reference"]  # priority
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=dtype_name)

@@ -1,0 +1,273 @@
+// The Python module `pagoda_cpu._C`: checks the tensors, runs the kernels of the chosen
+// instruction set (kernels.h) across PyTorch's intra-op threads, and binds them.
+#include <torch/extension.h>
+
+#include <algorithm>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "kernels.h"
+
+namespace pagoda_cpu {
+namespace {
+
+const Kernels* active = nullptr;
+
+const Kernels* by_name(const std::string& isa) {
+  if (isa == "avx512") return kernels_avx512();
+  if (isa == "avx2") return kernels_avx2();
+  if (isa == "generic") return kernels_generic();
+  return nullptr;
+}
+
+// Whether this build has kernels for `isa` (the caller checks that the CPU has them).
+bool has_isa(const std::string& isa) { return by_name(isa) != nullptr; }
+
+void set_isa(const std::string& isa) {
+  const Kernels* table = by_name(isa);
+  TORCH_CHECK(table != nullptr, "pagoda_cpu._C has no kernels for instruction set '", isa, "'");
+  active = table;
+}
+
+std::string isa() { return active ? active->isa : ""; }
+
+const Kernels& kernels() {
+  TORCH_CHECK(active != nullptr, "pagoda_cpu._C: set_isa() was not called");
+  return *active;
+}
+
+WoqWeight woq_weight(const at::Tensor& codes, const at::Tensor& scales,
+                     const at::Tensor& offsets, int64_t bits) {
+  TORCH_CHECK(bits == 4 || bits == 8, "woq: bits must be 4 or 8, not ", bits);
+  TORCH_CHECK(codes.scalar_type() == at::kByte && codes.is_contiguous() && codes.dim() == 2,
+              "woq: codes must be a contiguous uint8 matrix");
+  const int64_t n = codes.size(0), k = codes.size(1) * 8 / bits;
+  TORCH_CHECK(k % 32 == 0, "woq: K must be a multiple of 32, not ", k);
+  for (const at::Tensor* t : {&scales, &offsets})
+    TORCH_CHECK(t->scalar_type() == at::kFloat && t->is_contiguous() && t->dim() == 2 &&
+                    t->size(0) == n && t->size(1) > 0 && k % t->size(1) == 0,
+                "woq: scales and offsets must be contiguous float32 [N, groups]");
+  const int64_t group = k / scales.size(1);
+  int64_t shift = 0;
+  while ((int64_t(32) << shift) < group) ++shift;
+  TORCH_CHECK((int64_t(32) << shift) == group, "woq: groups of ", group,
+              " inputs are not 32 times a power of two");
+  return WoqWeight{codes.data_ptr<uint8_t>(), scales.data_ptr<float>(),
+                   offsets.data_ptr<float>(), n, k, shift, bits};
+}
+
+// Output rows per task: enough that a task reads ~64 KiB of codes.
+int64_t grain(const WoqWeight& w) {
+  return std::max<int64_t>(4, (int64_t(64) << 10) / std::max<int64_t>(w.k * w.bits / 8, 1));
+}
+
+at::Tensor woq_gemv(const at::Tensor& x, const at::Tensor& codes, const at::Tensor& scales,
+                    const at::Tensor& offsets, int64_t bits,
+                    const std::optional<at::Tensor>& bias) {
+  const WoqWeight w = woq_weight(codes, scales, offsets, bits);
+  TORCH_CHECK(x.dim() == 2 && x.size(1) == w.k, "woq: x must be [M, ", w.k, "]");
+  const at::Tensor x32 = x.to(at::kFloat).contiguous();
+  at::Tensor b32;
+  if (bias.has_value() && bias->defined()) {
+    TORCH_CHECK(bias->numel() == w.n, "woq: bias must have ", w.n, " entries");
+    b32 = bias->to(at::kFloat).contiguous();
+  }
+  at::Tensor y = at::empty({x.size(0), w.n}, x32.options());
+  const Kernels& kern = kernels();
+  const float* xp = x32.data_ptr<float>();
+  const float* bp = b32.defined() ? b32.data_ptr<float>() : nullptr;
+  float* yp = y.data_ptr<float>();
+  const int64_t rows = x.size(0);
+  at::parallel_for(0, w.n, grain(w), [&](int64_t n0, int64_t n1) {
+    kern.woq_gemv(w, xp, rows, bp, yp, n0, n1);
+  });
+  return y;
+}
+
+at::Tensor woq_dequantize(const at::Tensor& codes, const at::Tensor& scales,
+                          const at::Tensor& offsets, int64_t bits) {
+  const WoqWeight w = woq_weight(codes, scales, offsets, bits);
+  at::Tensor out = at::empty({w.n, w.k}, scales.options());
+  const Kernels& kern = kernels();
+  float* op = out.data_ptr<float>();
+  at::parallel_for(0, w.n, grain(w), [&](int64_t n0, int64_t n1) {
+    kern.woq_dequantize(w, op, n0, n1);
+  });
+  return out;
+}
+
+// Activations as the kernels take them: float32 and bfloat16 as they are, others (float16)
+// through float32; `rows2d` views x [..., d] as [rows, d] with contiguous rows.
+Dtype kernel_dtype(const at::Tensor& x) {
+  return x.scalar_type() == at::kBFloat16 ? Dtype::kBFloat16 : Dtype::kFloat32;
+}
+
+at::Tensor rows2d(const at::Tensor& x, at::ScalarType dtype) {
+  at::Tensor t = x.to(dtype).reshape({-1, x.size(-1)});
+  return t.stride(1) == 1 ? t : t.contiguous();
+}
+
+at::ScalarType kernel_scalar_type(const at::Tensor& x) {
+  return x.scalar_type() == at::kBFloat16 ? at::kBFloat16 : at::kFloat;
+}
+
+// Rows per task of an elementwise kernel: ~16K values.
+int64_t row_grain(int64_t width) { return std::max<int64_t>(1, 16384 / std::max<int64_t>(width, 1)); }
+
+std::tuple<at::Tensor, at::Tensor> add_rms_norm(const at::Tensor& x,
+                                                const std::optional<at::Tensor>& residual,
+                                                const at::Tensor& weight, double eps) {
+  const auto st = kernel_scalar_type(x);
+  const int64_t d = x.size(-1);
+  const at::Tensor x2 = rows2d(x, st);
+  at::Tensor r2, summed;
+  if (residual.has_value()) {
+    TORCH_CHECK(residual->sizes() == x.sizes(), "fused_add_rms_norm: residual must be shaped as x");
+    r2 = rows2d(*residual, st);
+    summed = at::empty(x2.sizes(), x2.options());
+  }
+  const at::Tensor w = weight.to(at::kFloat).contiguous();
+  TORCH_CHECK(w.numel() == d, "rms_norm: weight must have ", d, " entries");
+  at::Tensor out = at::empty(x2.sizes(), x2.options());
+  const Kernels& kern = kernels();
+  const Dtype dt = kernel_dtype(x2);
+  at::parallel_for(0, x2.size(0), row_grain(d), [&](int64_t r0, int64_t r1) {
+    kern.rms_norm(dt, x2.data_ptr(), x2.stride(0), r2.defined() ? r2.data_ptr() : nullptr,
+                  r2.defined() ? r2.stride(0) : 0, w.data_ptr<float>(), float(eps), d,
+                  out.data_ptr(), summed.defined() ? summed.data_ptr() : nullptr, r0, r1);
+  });
+  out = out.view(x.sizes()).to(x.scalar_type());
+  if (summed.defined()) summed = summed.view(x.sizes()).to(x.scalar_type());
+  return {out, summed};
+}
+
+at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps) {
+  return std::get<0>(add_rms_norm(x, std::nullopt, weight, eps));
+}
+
+std::tuple<at::Tensor, at::Tensor> fused_add_rms_norm(const at::Tensor& x,
+                                                      const at::Tensor& residual,
+                                                      const at::Tensor& weight, double eps) {
+  return add_rms_norm(x, residual, weight, eps);
+}
+
+at::Tensor silu_and_mul(const at::Tensor& x) {
+  TORCH_CHECK(x.size(-1) % 2 == 0, "silu_and_mul: the last dim must be even");
+  const at::Tensor x2 = rows2d(x, kernel_scalar_type(x));
+  const int64_t d = x2.size(1) / 2;
+  at::Tensor out = at::empty({x2.size(0), d}, x2.options());
+  const Kernels& kern = kernels();
+  const Dtype dt = kernel_dtype(x2);
+  at::parallel_for(0, x2.size(0), row_grain(2 * d), [&](int64_t r0, int64_t r1) {
+    kern.silu_and_mul(dt, x2.data_ptr(), x2.stride(0), d, out.data_ptr(), r0, r1);
+  });
+  std::vector<int64_t> shape(x.sizes().begin(), x.sizes().end());
+  shape.back() = d;
+  return out.view(shape).to(x.scalar_type());
+}
+
+// x [T, heads, head_size] (heads contiguous within a token) rotated into a new tensor.
+at::Tensor rotate(const RotaryArgs& args, const at::Tensor& x) {
+  TORCH_CHECK(x.dim() == 3 && x.size(2) == args.head_size, "rotary_embedding: query and key "
+              "must be [T, heads, ", args.head_size, "]");
+  at::Tensor xt = x.to(kernel_scalar_type(x));
+  if (xt.stride(2) != 1 || xt.stride(1) != args.head_size) xt = xt.contiguous();
+  at::Tensor out = at::empty(xt.sizes(), xt.options());
+  const Kernels& kern = kernels();
+  const Dtype dt = kernel_dtype(xt);
+  const int64_t heads = xt.size(1);
+  at::parallel_for(0, xt.size(0), row_grain(heads * args.head_size), [&](int64_t r0, int64_t r1) {
+    kern.rotary(dt, args, xt.data_ptr(), xt.stride(0), heads, out.data_ptr(), r0, r1);
+  });
+  return out.to(x.scalar_type());
+}
+
+std::tuple<at::Tensor, at::Tensor> rotary_embedding(const at::Tensor& positions,
+                                                    const at::Tensor& query,
+                                                    const at::Tensor& key,
+                                                    const at::Tensor& cos_sin_cache,
+                                                    bool is_neox) {
+  const at::Tensor pos = positions.to(at::kLong).contiguous();
+  const int64_t* p = pos.data_ptr<int64_t>();
+  for (int64_t i = 0; i < pos.numel(); ++i)
+    TORCH_CHECK(p[i] >= 0 && p[i] < cos_sin_cache.size(0), "rotary_embedding: position ", p[i],
+                " is outside the cos/sin table (", cos_sin_cache.size(0), " positions)");
+  at::Tensor table = cos_sin_cache, rows = pos;
+  if (table.scalar_type() != at::kFloat || !table.is_contiguous()) {
+    // Only the tokens' rows, in float32 (not the whole table every call).
+    table = table.index_select(0, pos).to(at::kFloat).contiguous();
+    rows = at::arange(pos.numel(), pos.options());
+  }
+  const int64_t rot_dim = table.size(1);
+  TORCH_CHECK(rot_dim % 2 == 0 && rot_dim <= query.size(-1),
+              "rotary_embedding: the cos/sin table's width must be even and fit a head");
+  const RotaryArgs args{rows.data_ptr<int64_t>(), table.data_ptr<float>(), rot_dim, is_neox,
+                        query.size(-1)};
+  return {rotate(args, query), rotate(args, key)};
+}
+
+// One query token per sequence against the paged cache (see DecodeAttentionArgs):
+// query [B, H, D] and kv_cache [2, blocks, block_size, KVH, D] in float32 or bfloat16.
+at::Tensor decode_attention(const at::Tensor& query, const at::Tensor& kv_cache,
+                            const at::Tensor& block_tables, const at::Tensor& seq_lens,
+                            double scale, int64_t sliding_window, double soft_cap) {
+  const auto st = query.scalar_type();
+  TORCH_CHECK((st == at::kFloat || st == at::kBFloat16) && kv_cache.scalar_type() == st,
+              "decode_attention: query and cache must both be float32 or bfloat16");
+  TORCH_CHECK(query.dim() == 3 && kv_cache.dim() == 5 && kv_cache.size(0) == 2 &&
+                  kv_cache.size(4) == query.size(2) && kv_cache.is_contiguous(),
+              "decode_attention: query [B, H, D] and a contiguous cache [2, blocks, "
+              "block_size, KVH, D]");
+  const int64_t batch = query.size(0), heads = query.size(1), d = query.size(2);
+  const int64_t kv_heads = kv_cache.size(3);
+  TORCH_CHECK(d % 16 == 0 && d <= 256 && heads % kv_heads == 0,
+              "decode_attention: head size a multiple of 16 up to 256, heads a multiple of "
+              "KV heads");
+  const at::Tensor q = query.contiguous();
+  const at::Tensor tables = block_tables.to(at::kInt).contiguous();
+  const at::Tensor lens = seq_lens.to(at::kLong).contiguous();
+  TORCH_CHECK(tables.dim() == 2 && tables.size(0) == batch && lens.numel() == batch,
+              "decode_attention: one block table row and length per sequence");
+  const int64_t* lp = lens.data_ptr<int64_t>();
+  int64_t longest = 1;
+  for (int64_t b = 0; b < batch; ++b) {
+    TORCH_CHECK(lp[b] >= 1 && lp[b] <= tables.size(1) * kv_cache.size(2),
+                "decode_attention: sequence length ", lp[b], " outside its block table");
+    longest = std::max(longest, lp[b]);
+  }
+  at::Tensor out = at::empty_like(q);
+  const DecodeAttentionArgs args{q.data_ptr(), kv_cache.data_ptr(), tables.data_ptr<int32_t>(),
+                                 lp, out.data_ptr(), tables.size(1), kv_cache.size(1),
+                                 kv_cache.size(2), kv_heads, heads, d, float(scale),
+                                 float(soft_cap), sliding_window};
+  const Kernels& kern = kernels();
+  const Dtype dt = kernel_dtype(q);
+  const int64_t group = heads / kv_heads;
+  const int64_t grain = std::max<int64_t>(1, 16384 / (longest * d * group));
+  at::parallel_for(0, batch * kv_heads, grain, [&](int64_t i0, int64_t i1) {
+    std::vector<float> scores(longest * group);
+    kern.decode_attention(dt, args, scores.data(), i0, i1);
+  });
+  return out;
+}
+
+}  // namespace
+}  // namespace pagoda_cpu
+
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+  using namespace pagoda_cpu;
+  m.def("has_isa", &has_isa, "whether this build has kernels for an instruction set");
+  m.def("set_isa", &set_isa, "use the kernels of an instruction set from now on");
+  m.def("isa", &isa, "the instruction set in use ('' before set_isa)");
+  m.def("woq_gemv", &woq_gemv, "x [M, K] times a packed 4/8-bit weight^T (+ bias): float32",
+        py::arg("x"), py::arg("codes"), py::arg("scales"), py::arg("offsets"),
+        py::arg("bits"), py::arg("bias") = py::none());
+  m.def("rms_norm", &rms_norm, "core's rms_norm");
+  m.def("fused_add_rms_norm", &fused_add_rms_norm, "core's fused_add_rms_norm");
+  m.def("silu_and_mul", &silu_and_mul, "core's silu_and_mul");
+  m.def("rotary_embedding", &rotary_embedding, "core's rotary_embedding");
+  m.def("decode_attention", &decode_attention,
+        "one query token per sequence against its paged KV cache (grouped-query)");
+  m.def("woq_dequantize", &woq_dequantize, "a packed 4/8-bit weight as float32 [N, K]");
+}

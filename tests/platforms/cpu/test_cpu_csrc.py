@@ -1,0 +1,136 @@
+"""pagoda-cpu's native kernels (`pagoda_cpu.csrc`): built, chosen by the CPU's flags or
+the environment, certified against core's references on every instruction-set path this
+CPU runs, and absent without harm."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from collections.abc import Iterator
+
+import numpy as np
+import pytest
+import torch
+
+from pagoda.ops.registry import OpTable
+from pagoda.quant.rtn import group_weight
+from pagoda.testing import (
+    ATTENTION_CASES,
+    DTYPES,
+    attention_backends,
+    check_attention_backend,
+    check_kernel_provider,
+    dtype_name,
+)
+from pagoda.testing import kernel_providers as registered
+from pagoda_cpu import csrc, csrc_ops, quant_ops
+
+C = pytest.importorskip("pagoda_cpu._C", reason="pagoda-cpu's native kernels are not built "
+                        "(test_cpu_platform.py fails where that is a build failure)")
+ISAS = csrc.cpu_isas()
+CSRC_PROVIDERS = [e for e in registered("cpu") if e.provider.name == "cpu_csrc"]
+
+
+@pytest.fixture(params=ISAS)
+def isa(request: pytest.FixtureRequest) -> Iterator[str]:
+    """Each instruction set this CPU runs, active for the test; the default after."""
+    csrc.native()
+    default = C.isa()
+    csrc.use_isa(C, request.param)
+    yield request.param
+    C.set_isa(default)
+
+
+def test_isa_choice(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert "generic" in ISAS and C.has_isa("generic")
+    monkeypatch.delenv(csrc.ISA_ENV, raising=False)
+    monkeypatch.setenv(csrc.ATEN_ISA_ENV, "default")
+    assert csrc.requested_isa() == "generic"
+    monkeypatch.setenv(csrc.ISA_ENV, "AVX2")  # ours wins over PyTorch's
+    assert csrc.requested_isa() == "avx2"
+    monkeypatch.setenv(csrc.ISA_ENV, "sse9")
+    with pytest.raises(ValueError, match="PAGODA_CPU_ISA='sse9'"):
+        csrc.requested_isa()
+    with pytest.raises(ValueError, match="cannot run the neon kernels"):
+        csrc.use_isa(C, "neon")
+
+
+def test_default_isa_is_the_best_this_cpu_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    for env in (csrc.ISA_ENV, csrc.ATEN_ISA_ENV):
+        monkeypatch.delenv(env, raising=False)
+    csrc.native.cache_clear()
+    try:
+        assert csrc.native() is C and C.isa() == ISAS[0]
+    finally:
+        csrc.native.cache_clear()
+        csrc.native()
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=dtype_name)
+@pytest.mark.parametrize("entry", CSRC_PROVIDERS, ids=lambda e: e.id)
+def test_provider_matches_reference_on_every_isa(entry, dtype: torch.dtype, isa: str) -> None:
+    report = check_kernel_provider(entry.provider, dtype, plugin=entry.plugin, seed=5)
+    report.raise_for_failures()
+    assert report.checked and not report.skipped
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=dtype_name)
+def test_decode_attention_matches_reference_on_every_isa(dtype: torch.dtype, isa: str) -> None:
+    """cpu_sdpa's decodes run the native kernel in these dtypes (GQA, windows, soft caps)."""
+    (backend,) = [b for b in attention_backends("cpu") if b.name == "cpu_sdpa"]
+    report = check_attention_backend(backend.load(), dtype, seed=3)
+    report.raise_for_failures()
+    assert len(report.checked) == len(ATTENTION_CASES)
+
+
+@pytest.mark.parametrize("bits,group", [(4, 32), (8, 32), (4, 128)])
+@pytest.mark.parametrize("rows", [1, 5, "max", "max+1"])
+def test_woq_kernel_paths(bits: int, group: int, rows: int | str, isa: str) -> None:
+    """Both the packed kernel and the dequantize + matmul path, float32 against the
+    reference's float64 product."""
+    gen = torch.Generator().manual_seed(bits)
+    weight = group_weight(torch.randn(72, 256, generator=gen), bits, group, symmetric=False)
+    prepared = csrc_ops.prepare_woq(weight, torch.float32)
+    assert isinstance(prepared, csrc_ops.PackedWoqWeight)
+    if isinstance(rows, str):
+        rows = prepared.gemv_max_rows + (rows == "max+1")
+    x = torch.randn(rows, 256, generator=gen)
+    bias = torch.randn(72, generator=gen)
+    want = x.double() @ weight.dequantize().double().T + bias.double()
+    got = csrc_ops.woq_linear(x, prepared, bias)
+    torch.testing.assert_close(got.double(), want, rtol=1e-5, atol=1e-4)
+    dense = C.woq_dequantize(prepared.codes, prepared.scales, prepared.offsets, bits)
+    torch.testing.assert_close(dense, weight.dequantize(), rtol=1e-6, atol=1e-6)  # fused
+
+
+def test_4bit_packing_is_ggufs_block_layout() -> None:
+    """A Q4_0 block's 16 bytes (low nibbles: inputs 0-15, high: 16-31) are the packed codes."""
+    raw = np.random.default_rng(0).integers(0, 256, (3, 2, 16), dtype=np.uint8)
+    codes = np.concatenate([raw & 0x0F, raw >> 4], axis=-1).reshape(3, 64)
+    packed = csrc_ops.pack_codes(torch.from_numpy(codes), 4)
+    assert torch.equal(packed, torch.from_numpy(raw.reshape(3, 32)))
+
+
+def test_unsupported_weights_fall_back_to_pytorch_ops() -> None:
+    weight = group_weight(torch.randn(16, 48), 4, 16, symmetric=True)  # groups of 16
+    assert csrc_ops.native_reason(weight) == "groups of 16 are not 32 times a power of two"
+    prepared = csrc_ops.prepare_woq(weight, torch.float32)
+    assert isinstance(prepared, quant_ops.CpuQuantWeight)
+    x = torch.randn(2, 48)
+    torch.testing.assert_close(csrc_ops.woq_linear(x, prepared), quant_ops.woq_linear(x, prepared))
+
+
+def test_without_the_build_the_cpu_runs_on_pytorch_ops(
+        monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    assert OpTable("cpu").providers["woq_linear"] == "cpu/cpu_csrc"
+    csrc.native.cache_clear()
+    try:
+        with monkeypatch.context() as patch, caplog.at_level(logging.WARNING):
+            patch.setitem(sys.modules, "pagoda_cpu._C", None)  # import fails: not built
+            assert csrc.unavailable() == "pagoda-cpu's native kernels are not built"
+            assert csrc.native() is None
+            assert OpTable("cpu").providers["woq_linear"] == "cpu/cpu_native"
+        assert sum("not built" in r.message for r in caplog.records) == 1  # logged once
+    finally:
+        csrc.native.cache_clear()
+    assert OpTable("cpu").providers["woq_linear"] == "cpu/cpu_csrc"
