@@ -61,7 +61,7 @@ MIXED = [
     {"temperature": 1.3, "top_k": 20, "seed": 2},
     {"temperature": 0.7, "top_p": 0.8, "seed": 3},
     {"min_p": 0.05, "seed": -4},
-    {"temperature": 0.9, "repetition_penalty": 1.3, "frequency_penalty": 0.4, "seed": 2**70},
+    {"temperature": 0.9, "repetition_penalty": 1.3, "frequency_penalty": 0.4, "seed": 2**63 - 1},
     {"temperature": 0.0, "presence_penalty": 1.0, "logit_bias": {5: 4.0}},
     {"top_k": 5, "top_p": 0.9, "allowed_token_ids": [1, 2, 3, 8, 9], "seed": 6},
 ]

@@ -87,7 +87,7 @@ def base_shapes(hf_config: Any) -> BaseShapes | None:
     try:
         return BaseShapes(projection_shapes(hf_config),
                           hf_config.get_text_config().num_hidden_layers)
-    except AttributeError:
+    except (AttributeError, TypeError):  # a size it lacks, or holds as None
         return None
 
 
