@@ -3,7 +3,7 @@ import pytest
 from pagoda.sampling_params import SamplingParams, SamplingType
 
 INVALID = [
-    ({"n": 0}, "n", ">= 1"),
+    ({"n": 0}, "n", "in [1, 128]"),
     ({"temperature": -0.1}, "temperature", ">= 0"),
     ({"temperature": "hot"}, "temperature", "a number"),
     ({"top_p": 0.0}, "top_p", "(0, 1]"),

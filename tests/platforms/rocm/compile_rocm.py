@@ -63,6 +63,8 @@ def main(arch: str) -> int:
         options = params_for(fn, launch).kwargs()
         if fn is _gemv_kernel:  # its K loop is pipelined as deep as the launch says
             consts = {**consts, "STAGES": options["num_stages"]}
+        if "PDL" in fn.arg_names:  # AMD GPUs have no dependent launch (launch.dependency())
+            consts = {**consts, **launch.dependency()}
         start = time.perf_counter()
         try:
             compiled = triton.compile(ASTSource(fn, sm90._signature(fn, data, consts, wide),
