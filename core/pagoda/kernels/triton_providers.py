@@ -39,14 +39,20 @@ class TritonAvailability:
         return triton_unavailable_reason(self)
 
 
+def _target(module: str, name: str) -> str:
+    """"module:name", or "module:object.name" where `module` names an object holding it."""
+    return f"{module}.{name}" if ":" in module else f"{module}:{name}"
+
+
 def triton_kernel_providers(platform: str, availability: TritonAvailability, *,
                             module: str = "pagoda.kernels.triton",
                             priority: int = 10) -> list[KernelProvider]:
     """One "triton" provider per op in TRITON_OPS for `platform`, available as `availability`
     says and supporting what `pagoda.kernels.triton_support.supports` accepts; `module`
-    holds the functions (a platform may wrap the shared ones with its launch parameters)."""
+    holds the functions, or names an object that does (e.g. a platform's
+    `pagoda.kernels.triton.launched.LaunchedKernels`, "pkg.mod:KERNELS")."""
     return [
-        KernelProvider(op, "triton", f"{module}:{op}", (platform,), priority=priority,
+        KernelProvider(op, "triton", _target(module, op), (platform,), priority=priority,
                        is_available=availability,
                        supports="pagoda.kernels.triton_support:supports")
         for op in TRITON_OPS
@@ -71,7 +77,8 @@ def triton_quant_providers(platform: str, availability: TritonAvailability, *,
     The fp8 kernels use NVIDIA's float8 e4m3 (and torch._scaled_mm on CUDA): a platform
     whose float8 is another format leaves fp8_linear out of `ops`."""
     return [
-        KernelProvider(op, "triton", f"{impls or module}:{op}", (platform,), priority=priority,
+        KernelProvider(op, "triton", _target(impls or module, op), (platform,),
+                       priority=priority,
                        is_available=availability,
                        supports=f"{module}:supports_{_QUANT_PARTS[op]}",
                        prepare=f"{module}:prepare_{_QUANT_PARTS[op]}")

@@ -23,6 +23,6 @@ plugin = PlatformPlugin(
     attention_backends=[AttentionBackendSpec(
         "triton", "pagoda_cuda.attention:CudaTritonAttentionBackend", (PLATFORM,),
         priority=10)],
-    kernel_providers=[*triton_kernel_providers(PLATFORM, TRITON, module="pagoda_cuda.triton_ops"),
-                      *triton_quant_providers(PLATFORM, TRITON, impls="pagoda_cuda.triton_ops")],
+    kernel_providers=[*triton_kernel_providers(PLATFORM, TRITON, module="pagoda_cuda.triton_ops:KERNELS"),
+                      *triton_quant_providers(PLATFORM, TRITON, impls="pagoda_cuda.triton_ops:KERNELS")],
 )

@@ -20,5 +20,5 @@ plugin = PlatformPlugin(
     probe="pagoda_rocm.probe:probe", platform="pagoda_rocm.platform:RocmPlatform",
     attention_backends=[AttentionBackendSpec(
         "triton", "pagoda_rocm.attention:RocmTritonAttentionBackend", (PLATFORM,), priority=10)],
-    kernel_providers=triton_kernel_providers(PLATFORM, TRITON, module="pagoda_rocm.triton_ops"),
+    kernel_providers=triton_kernel_providers(PLATFORM, TRITON, module="pagoda_rocm.triton_ops:KERNELS"),
 )

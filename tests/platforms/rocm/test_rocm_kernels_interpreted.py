@@ -44,7 +44,7 @@ def gfx942_launches(monkeypatch: pytest.MonkeyPatch) -> list[torch.device]:
 def test_wrapped_ops_match_the_reference(op: str, gfx942_launches: list[torch.device]) -> None:
     if op not in CASE_GENERATORS:
         pytest.skip(f"core has no conformance inputs for {op!r} yet")
-    report = check_op(op, getattr(triton_ops, op), torch.float32, seed=3)
+    report = check_op(op, getattr(triton_ops.KERNELS, op), torch.float32, seed=3)
     report.raise_for_failures()
     assert report.checked and gfx942_launches
     assert all(d.type == "cpu" for d in gfx942_launches)
