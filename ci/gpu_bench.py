@@ -138,14 +138,16 @@ def bench_b(out: Path, llama: Path, s: dict) -> dict:
 
 
 def _latency(out: Path, tag: str, llama: Path, backends: str,
-             env: dict[str, str] | None = None) -> dict[str, dict[str, float]]:
+             env: dict[str, str] | None = None, hf_cache: str = "dynamic"
+             ) -> dict[str, dict[str, float]]:
     """One request (128 in, 128 out), per backend: the mean latency, the prefill alone, and
     the time per output token after the first."""
     result = out / f"{tag}.json"
     run([*PAGODA, "bench", "latency", str(llama), "--device", "cuda", "--load-format", "dummy",
          "--dtype", "bfloat16", "--backend", backends, "--batch-size", "1", "--input-len",
          "128", "--output-len", "128", "--num-iters", "3", "--num-iters-warmup", "1",
-         *SHARED_GPU, "--output-json", str(result)], out / f"{tag}.log", env=env)
+         "--hf-cache", hf_cache, *SHARED_GPU, "--output-json", str(result)],
+        out / f"{tag}.log", env=env)
     return json.loads(result.read_text())["results"]
 
 
@@ -164,8 +166,11 @@ def latency_row(name: str, r: dict, s: dict, goal: str) -> dict:
 
 
 def bench_c(out: Path, llama: Path, s: dict) -> dict:
-    return latency_row("C 8B single stream (128,128)", _latency(out, "C", llama, "pagoda,hf"), s,
-                       "TPOT <= 4.6 ms")
+    """HF at its strongest for one request: a static cache, around which transformers
+    compiles the decode step (torch.compile with CUDA graphs)."""
+    return latency_row("C 8B single stream (128,128)",
+                       _latency(out, "C", llama, "pagoda,hf", hf_cache="static"), s,
+                       "TPOT <= 4.0 ms")
 
 
 def bench_m(out: Path, moe: Path, s: dict) -> dict:

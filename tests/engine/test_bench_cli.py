@@ -104,3 +104,20 @@ def test_throughput_with_a_json_schema_on_every_request(tmp_path, capsys):
     with pytest.raises(SystemExit, match="hf backend"):
         main(["bench", "throughput", str(model_dir), "--backend", "hf",
               "--structured-output", "json-schema"])
+
+
+def test_hf_with_a_static_cache(model_dir, tmp_path, capsys):
+    """--hf-cache static (HF's strongest mode for a few requests: on a GPU transformers
+    compiles the decode step around it) generates every requested token."""
+    out = tmp_path / "lat.json"
+    rc = main(["bench", "latency", str(model_dir), "--backend", "hf", "--hf-cache", "static",
+               "--dtype", "float32", "--batch-size", "1", "--input-len", "8",
+               "--output-len", "4", "--num-iters", "1", "--num-iters-warmup", "0",
+               "--output-json", str(out)])
+    assert rc == 0
+    assert ", static cache" in capsys.readouterr().out
+    report = json.loads(out.read_text())
+    assert report["args"]["hf_cache"] == "static"
+    hf = report["results"]["hf"]
+    assert hf["description"].endswith("static cache")
+    assert 0 < hf["first_token_latency_s"] < hf["latency_s"]["mean"]

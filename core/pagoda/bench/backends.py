@@ -113,11 +113,12 @@ class HFBackend:
         else:
             model = AutoModelForCausalLM.from_pretrained(source.path, dtype=self.dtype)
         self.model = model.to(self.device).eval()
+        self.model.generation_config.cache_implementation = bench.hf_cache
         self.batch_size = bench.hf_batch_size
         self.temperature = bench.temperature
         self.description = (f"HF transformers generate on {self.device}, "
                             f"{str(self.dtype).removeprefix('torch.')}, "
-                            f"batch {self.batch_size}")
+                            f"batch {self.batch_size}, {bench.hf_cache} cache")
         if getattr(self.config, "num_experts", None):  # which experts kernel HF chose
             self.description += f", experts {model.config._experts_implementation}"
 

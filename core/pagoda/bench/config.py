@@ -30,6 +30,10 @@ class OfflineBenchConfig(WorkloadConfig):
     """Sampling temperature; 0: greedy."""
     hf_batch_size: int = 16
     """Static batch size of the hf backend."""
+    hf_cache: Literal["dynamic", "static"] = "dynamic"
+    """KV cache of the hf backend. static: preallocated, and on a GPU transformers then
+    compiles the decode forward (torch.compile, CUDA graphs): HF at its strongest for a
+    few requests."""
     structured_output: Literal["none", "json-schema"] = "none"
     """Constrain every request's output (pagoda backend): json-schema puts one JSON schema
     (an object holding an array of records) on each."""

@@ -311,7 +311,7 @@ def test_hopper_launches_a_steps_kernels_dependently() -> None:
     """From sm_90 on, the providers launch kernels before the one ahead of them ends (each
     waits for it first): a captured chain of such launches, replayed, computes exactly what
     the same launches compute eagerly."""
-    from pagoda_cuda.triton_ops import device_launch, fused_add_rms_norm, linear, silu_and_mul
+    from pagoda_cuda.triton_ops import KERNELS, device_launch
 
     device = torch.device("cuda", 0)
     capable = torch.cuda.get_device_capability(device) >= (9, 0)
@@ -326,8 +326,8 @@ def test_hopper_launches_a_steps_kernels_dependently() -> None:
     def chain() -> torch.Tensor:
         h, residual = x, torch.zeros_like(x)
         for _ in range(16):
-            h, residual = fused_add_rms_norm(h, residual, norm, 1e-6)
-            h = linear(silu_and_mul(linear(h, up)), down)
+            h, residual = KERNELS.fused_add_rms_norm(h, residual, norm, 1e-6)
+            h = KERNELS.linear(KERNELS.silu_and_mul(KERNELS.linear(h, up)), down)
         return h + residual
 
     want = chain()
