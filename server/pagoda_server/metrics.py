@@ -91,8 +91,6 @@ class ServerMetrics:
         self.engine = engine
         self.registry = CollectorRegistry()
         self._engine_metrics = _EngineCollector()
-        self._engine_metrics.processes = {"frontend": os.getpid()} | {
-            f"engine_core_{rank}": pid for rank, pid in enumerate(engine.core_pids)}
         self.registry.register(self._engine_metrics)
         self.ttft = Histogram(f"{PREFIX}time_to_first_token_seconds",
                               "Time from arrival to the first generated token.",
@@ -112,6 +110,8 @@ class ServerMetrics:
                 stats = await asyncio.wait_for(self.engine.stats(), _STATS_TIMEOUT_S)
         self._engine_metrics.stats = stats
         self._engine_metrics.counters = self.engine.counters
+        self._engine_metrics.processes = {"frontend": os.getpid()} | {  # a restart: new pids
+            f"engine_core_{rank}": pid for rank, pid in enumerate(self.engine.core_pids)}
         return generate_latest(self.registry)
 
     async def track(self, outputs: AsyncIterator[RequestOutput]) -> AsyncIterator[RequestOutput]:

@@ -95,11 +95,12 @@ async def _serve(config: EngineConfig, server: ServerConfig, chat: ChatFormatCon
     from pagoda_server.app import build_app
     from pagoda_server.errors import APIError
 
-    engine = AsyncLLM(config)
+    engine = AsyncLLM(config, restart_engine=server.restart_engine)
     try:
         api_keys = server.accepted_api_keys()
         app = build_app(engine, api_keys, chat,
-                        max_request_body_bytes=server.max_request_body_bytes)
+                        max_request_body_bytes=server.max_request_body_bytes,
+                        request_timeout=server.request_timeout)
         for name, path in server.lora_adapters().items():
             try:
                 await app.state.pagoda.add_lora(name, path)
