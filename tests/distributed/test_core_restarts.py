@@ -51,10 +51,13 @@ async def _kill_core_under_load(engine: AsyncLLM, core: int) -> list[object]:
     """Two long requests (one a core), then `core` killed while they run."""
     tasks = [asyncio.ensure_future(_long(engine, f"long-{i}", [30 + i, 31, 32]))
              for i in range(2)]
+    deadline = time.monotonic() + 30
     while sum(s.num_running for s in await engine.core_stats()) < 2:
+        assert time.monotonic() < deadline
         await asyncio.sleep(0.01)
     psutil.Process(engine.core_pids[core]).kill()
     while not engine.restarting_cores:
+        assert time.monotonic() < deadline
         await asyncio.sleep(0.01)
     assert engine.is_healthy and engine.restarting_cores == [core]  # the other one serves
     during = await _greedy(engine, "during")

@@ -60,8 +60,10 @@ def test_a_killed_core_is_restarted_and_serves_as_before(restarting_server) -> N
     with httpx.Client(base_url=server.url, timeout=30) as http, ThreadPoolExecutor(2) as pool:
         streaming = pool.submit(_stream_until_end, http)
         whole = pool.submit(http.post, "/v1/completions", json=LONG)
-        while scrape(server.url)["pagoda:num_requests_running"] < 8:
-            time.sleep(0.01)  # until both generate
+        deadline = time.monotonic() + 30
+        while scrape(server.url)["pagoda:num_requests_running"] < 8:  # until both generate
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
         server.engine_core().kill()
         killed = time.monotonic()
         response = whole.result(timeout=10)

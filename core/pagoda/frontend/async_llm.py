@@ -243,7 +243,8 @@ class AsyncLLM:
         return combined_stats(await self.core_stats())
 
     async def core_stats(self) -> list[EngineStats]:
-        """A fresh snapshot of each core (data parallelism: one per core)."""
+        """A fresh snapshot of each core that is up (data parallelism: one per core; none
+        of a core being restarted)."""
         futures = self._cores.call("stats")
         return list(await asyncio.gather(*map(asyncio.wrap_future, futures)))
 
