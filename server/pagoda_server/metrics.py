@@ -64,6 +64,12 @@ class _EngineCollector(Collector):
         for reason, count in sorted(c.finished.items()):
             finished.add_metric([reason], count)
         yield finished
+        yield CounterMetricFamily(f"{PREFIX}request_timeouts",
+                                  "Requests aborted at the server's request timeout.",
+                                  value=c.timed_out)
+        yield CounterMetricFamily(f"{PREFIX}engine_core_restarts",
+                                  "Dead engine cores replaced by new ones.",
+                                  value=c.core_restarts)
         yield from self._memory()
 
     def _memory(self) -> Iterator[Metric]:

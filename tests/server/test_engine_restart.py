@@ -89,5 +89,6 @@ def test_a_killed_core_is_restarted_and_serves_as_before(restarting_server) -> N
     metrics = scrape(server.url)
     assert metrics["pagoda:num_requests_running"] == 0
     assert metrics["pagoda:kv_cache_usage_perc"] == 0
+    assert metrics["pagoda:engine_core_restarts_total"] == 1
     assert "Traceback" not in response.text
     assert "starting a new one" in server.output() and "serving again" in server.output()

@@ -114,5 +114,6 @@ def test_requests_past_the_timeout_are_aborted_and_answer_504(timed) -> None:
     assert metrics["pagoda:num_requests_waiting"] == 0
     assert metrics["pagoda:kv_cache_usage_perc"] == 0
     assert metrics["pagoda:request_success_total{finished_reason=abort}"] >= 4 + 4 + 1
+    assert metrics["pagoda:request_timeouts_total"] == 3
     assert "Traceback" not in timed.output()
 

@@ -65,6 +65,10 @@ class RequestCounters:
     finished: dict[str, int] = field(default_factory=dict)
     """Finished completions (and pooling requests) by finish reason ("stop", "length",
     "abort"); n > 1 counts n."""
+    timed_out: int = 0
+    """Requests aborted at their time limit (also counted as "abort" in `finished`)."""
+    core_restarts: int = 0
+    """Dead engine cores replaced by new ones (`restart_engine`)."""
 
     def count_finished(self, output: RequestOutput | PoolingRequestOutput) -> None:
         reasons = ([output.finish_reason] if isinstance(output, PoolingRequestOutput)
@@ -259,7 +263,8 @@ class AsyncLLM:
         """A copy of the request counters."""
         with self._lock:
             c = self._counters
-            return RequestCounters(c.prompt_tokens, c.generation_tokens, dict(c.finished))
+            return RequestCounters(c.prompt_tokens, c.generation_tokens, dict(c.finished),
+                                   c.timed_out, c.core_restarts)
 
     @property
     def num_unfinished_requests(self) -> int:
@@ -411,6 +416,8 @@ class AsyncLLM:
             self._cores.forget(request_id)
             if final is not None:
                 self._counters.count_finished(final)
+            if isinstance(error, RequestTimeoutError):
+                self._counters.timed_out += 1
             if error is not None:
                 current.put(error)
             elif final is not None:
@@ -457,6 +464,7 @@ class AsyncLLM:
             restart = (self._dead_reason is None and self._restarts is not None
                        and not self._closing and self._restarts.take())
             if restart:
+                self._counters.core_restarts += 1
                 self._cores.down.add(core)
                 self._last_stats[core] = _NO_STATS
                 streams = self._drop_requests_of(core)
