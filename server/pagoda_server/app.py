@@ -27,14 +27,17 @@ from pagoda_server.state import ServerState
 
 def build_app(engine: AsyncLLM, api_keys: list[str],
               chat_format_config: ChatFormatConfig | None = None, *,
-              max_request_body_bytes: int = DEFAULT_MAX_REQUEST_BODY_BYTES) -> FastAPI:
+              max_request_body_bytes: int = DEFAULT_MAX_REQUEST_BODY_BYTES,
+              request_timeout: float | None = None) -> FastAPI:
     """The app serving `engine` under its served model names; with `api_keys`, every
     non-public route needs one of them. `chat_format_config`: the model's tool-call and reasoning
     formats (ValueError naming the option for an unknown one). Larger request bodies than
-    `max_request_body_bytes` answer 413."""
+    `max_request_body_bytes` answer 413; requests running longer than `request_timeout`
+    seconds are aborted and answer 504."""
     app = FastAPI(title="Pagoda", version=pagoda_server.__version__)
     chat_format = ChatFormat(engine.tokenizer, chat_format_config or ChatFormatConfig())
-    app.state.pagoda = ServerState(engine, ServerMetrics(engine), chat_format)
+    app.state.pagoda = ServerState(engine, ServerMetrics(engine), chat_format,
+                                   request_timeout=request_timeout)
     install_error_handlers(app)
     app.add_middleware(BodyLimitMiddleware, limit=max_request_body_bytes)
     app.add_middleware(APIKeyMiddleware, keys=api_keys)  # (the outer one: keys first)

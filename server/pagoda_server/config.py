@@ -41,6 +41,16 @@ class ServerConfig:
     """Seconds that SIGTERM (or Ctrl-C) leaves the requests in flight to finish, once
     the server stops accepting new ones; those still running then are aborted, and the
     server exits 0."""
+    request_timeout: float | None = None
+    """Seconds a generation (or embedding) request may take, from its arrival, waiting
+    included; one still running then is aborted in the engine (its KV cache blocks freed)
+    and answered 504 (`request_timeout`), or ends its stream with that error. None: no
+    limit."""
+    restart_engine: bool = False
+    """When an engine core process dies, fail its requests in flight with a retryable 503
+    (`engine_restarting`, Retry-After) and start a new core of the same config in its
+    place; at most 3 restarts within 10 minutes, then the engine stays dead. Off: a dead
+    core leaves the server answering 503 (`engine_dead`) until it is restarted."""
 
     def __post_init__(self) -> None:
         if self.max_request_body_bytes < 1:
@@ -48,6 +58,9 @@ class ServerConfig:
                              f"{self.max_request_body_bytes}")
         if self.shutdown_timeout < 0:
             raise ValueError(f"shutdown_timeout must be >= 0, got {self.shutdown_timeout}")
+        if self.request_timeout is not None and not self.request_timeout > 0:
+            raise ValueError(f"request_timeout must be > 0 (or unset: no limit), got "
+                             f"{self.request_timeout}")
 
     def lora_adapters(self) -> dict[str, str]:
         """`lora_modules` as name -> path; ValueError for an entry that is not name=path."""

@@ -14,13 +14,18 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 
-from pagoda.frontend.async_llm import EngineDeadError, EngineOverloadedError
+from pagoda.frontend.async_llm import (
+    EngineDeadError,
+    EngineOverloadedError,
+    EngineRestartingError,
+    RequestTimeoutError,
+)
 
 _OPENAI_TYPES = {400: "invalid_request_error", 401: "invalid_request_error",
                  404: "invalid_request_error", 405: "invalid_request_error"}
 _ANTHROPIC_TYPES = {400: "invalid_request_error", 401: "authentication_error",
                     403: "permission_error", 404: "not_found_error", 405: "invalid_request_error",
-                    413: "request_too_large", 503: "overloaded_error"}
+                    413: "request_too_large", 503: "overloaded_error", 504: "timeout_error"}
 
 
 class APIError(Exception):
@@ -75,6 +80,9 @@ def engine_dead(reason: object) -> APIError:
 
 RETRY_AFTER_S = 1
 """What a 503 of an engine at its request limit tells the client to wait, in seconds."""
+RESTART_RETRY_AFTER_S = 5
+"""What a 503 of an engine core restarting tells the client to wait, in seconds: about
+the time a small model takes to load (the OpenAI clients wait that long, then retry)."""
 
 
 def overloaded(reason: object) -> APIError:
@@ -82,10 +90,23 @@ def overloaded(reason: object) -> APIError:
                     headers={"Retry-After": str(RETRY_AFTER_S)})
 
 
+def engine_restarting(reason: object) -> APIError:
+    return APIError(503, str(reason), code="engine_restarting",
+                    headers={"Retry-After": str(RESTART_RETRY_AFTER_S)})
+
+
+def request_timeout(reason: object) -> APIError:
+    return APIError(504, str(reason), code="request_timeout")
+
+
 def as_api_error(exc: BaseException) -> APIError:
     """The error to report for a failure (an unexpected one: 500, naming only its type)."""
     if isinstance(exc, APIError):
         return exc
+    if isinstance(exc, EngineRestartingError):
+        return engine_restarting(exc)
+    if isinstance(exc, RequestTimeoutError):
+        return request_timeout(exc)
     if isinstance(exc, EngineDeadError):
         return engine_dead(exc)
     if isinstance(exc, EngineOverloadedError):
@@ -180,5 +201,6 @@ def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(HTTPException, on_http)
     app.add_exception_handler(EngineDeadError, on_other)
     app.add_exception_handler(EngineOverloadedError, on_other)
+    app.add_exception_handler(RequestTimeoutError, on_other)
     app.add_exception_handler(ClientDisconnected, on_disconnect)
     app.add_exception_handler(Exception, on_other)

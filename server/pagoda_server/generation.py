@@ -14,7 +14,12 @@ from typing import TypeVar
 
 from fastapi import Request
 
-from pagoda.frontend.async_llm import AsyncLLM, EngineDeadError, EngineOverloadedError
+from pagoda.frontend.async_llm import (
+    AsyncLLM,
+    EngineDeadError,
+    EngineOverloadedError,
+    RequestTimeoutError,
+)
 from pagoda.inputs import PromptInput
 from pagoda.lora.request import LoRARequest
 from pagoda.outputs import RequestOutput
@@ -61,12 +66,13 @@ async def _outputs(first: RequestOutput, rest: Outputs, watcher: asyncio.Task[No
 
 
 async def _first(outputs: Outputs) -> RequestOutput:
-    """A request's first output; bad input and a dead engine become HTTP errors."""
+    """A request's first output; bad input, a dead engine and a time limit reached
+    become HTTP errors."""
     try:
         return await outputs.__anext__()
     except (ValueError, TypeError) as exc:
         raise bad_request(str(exc), error_param(str(exc), PARAM_NAMES)) from None
-    except (EngineDeadError, EngineOverloadedError) as exc:
+    except (EngineDeadError, EngineOverloadedError, RequestTimeoutError) as exc:
         raise as_api_error(exc) from None
     except StopAsyncIteration:
         raise APIError(500, "the engine ended the request without output") from None
@@ -76,7 +82,7 @@ async def _start(state: ServerState, request: Request, prompt: PromptInput,
                  params: SamplingParams, request_id: str, priority: int,
                  lora: LoRARequest | None) -> Outputs:
     outputs = state.metrics.track(state.engine.generate(prompt, params, request_id, priority,
-                                                        lora))
+                                                        lora, state.request_timeout))
     watcher = asyncio.ensure_future(_watch(request, state.engine, request_id))
     try:
         first = await _first(outputs)

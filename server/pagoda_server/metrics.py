@@ -64,6 +64,12 @@ class _EngineCollector(Collector):
         for reason, count in sorted(c.finished.items()):
             finished.add_metric([reason], count)
         yield finished
+        yield CounterMetricFamily(f"{PREFIX}request_timeouts",
+                                  "Requests aborted at the server's request timeout.",
+                                  value=c.timed_out)
+        yield CounterMetricFamily(f"{PREFIX}engine_core_restarts",
+                                  "Dead engine cores replaced by new ones.",
+                                  value=c.core_restarts)
         yield from self._memory()
 
     def _memory(self) -> Iterator[Metric]:
@@ -91,8 +97,6 @@ class ServerMetrics:
         self.engine = engine
         self.registry = CollectorRegistry()
         self._engine_metrics = _EngineCollector()
-        self._engine_metrics.processes = {"frontend": os.getpid()} | {
-            f"engine_core_{rank}": pid for rank, pid in enumerate(engine.core_pids)}
         self.registry.register(self._engine_metrics)
         self.ttft = Histogram(f"{PREFIX}time_to_first_token_seconds",
                               "Time from arrival to the first generated token.",
@@ -112,6 +116,8 @@ class ServerMetrics:
                 stats = await asyncio.wait_for(self.engine.stats(), _STATS_TIMEOUT_S)
         self._engine_metrics.stats = stats
         self._engine_metrics.counters = self.engine.counters
+        self._engine_metrics.processes = {"frontend": os.getpid()} | {  # a restart: new pids
+            f"engine_core_{rank}": pid for rank, pid in enumerate(self.engine.core_pids)}
         return generate_latest(self.registry)
 
     async def track(self, outputs: AsyncIterator[RequestOutput]) -> AsyncIterator[RequestOutput]:

@@ -9,7 +9,11 @@ from collections.abc import Sequence
 
 from fastapi import Request
 
-from pagoda.frontend.async_llm import EngineDeadError, EngineOverloadedError
+from pagoda.frontend.async_llm import (
+    EngineDeadError,
+    EngineOverloadedError,
+    RequestTimeoutError,
+)
 from pagoda.frontend.input_processor import ProcessedPrompt
 from pagoda.inputs import PromptInput
 from pagoda.outputs import PoolingRequestOutput
@@ -51,7 +55,8 @@ async def encode_all(state: ServerState, request: Request,
     names the field, or the option the message starts with); the client leaving aborts
     every request."""
     tasks = [asyncio.ensure_future(state.engine.encode(
-        prompt, params, request_id if len(prompts) == 1 else f"{request_id}-{i}"))
+        prompt, params, request_id if len(prompts) == 1 else f"{request_id}-{i}",
+        timeout=state.request_timeout))
         for i, prompt in enumerate(prompts)]
     gathered = asyncio.gather(*tasks)
     watcher = asyncio.ensure_future(_disconnected(request))
@@ -64,7 +69,7 @@ async def encode_all(state: ServerState, request: Request,
         message = str(exc)
         raise bad_request(message, "dimensions" if message.startswith("dimensions")
                           else param) from None
-    except (EngineDeadError, EngineOverloadedError) as exc:
+    except (EngineDeadError, EngineOverloadedError, RequestTimeoutError) as exc:
         raise as_api_error(exc) from None
     finally:
         watcher.cancel()

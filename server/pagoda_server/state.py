@@ -20,6 +20,8 @@ class ServerState:
     engine: AsyncLLM
     metrics: ServerMetrics
     chat: ChatFormat
+    request_timeout: float | None = None
+    """Seconds a generation or embedding request may take (`ServerConfig.request_timeout`)."""
     created: int = field(default_factory=lambda: int(time.time()))
     loras: dict[str, LoRARequest] = field(default_factory=dict)
     """The LoRA adapters served, by name (the model field that asks for one)."""

@@ -27,9 +27,10 @@ CASES = {
     "serve": (["serve", "--host", "0.0.0.0", "--port", "9000", "--api-key", "k1",
                "--api-key", "k2", "--log-level", "debug", "--tool-call-parser", "mistral",
                "--reasoning-parser", "qwen3", "--lora-modules", "a=/x", "--lora-modules", "b=/y",
-               "--max-request-body-bytes", "1000", "--shutdown-timeout", "2.5"],
+               "--max-request-body-bytes", "1000", "--shutdown-timeout", "2.5",
+               "--request-timeout", "30", "--restart-engine"],
               [ServerConfig("0.0.0.0", 9000, ["k1", "k2"], "debug", ["a=/x", "b=/y"], 1000,
-                            2.5),
+                            2.5, 30.0, True),
                ChatFormatConfig("mistral", "qwen3")]),
     "run-batch": (["run-batch", "-i", "in.jsonl", "--output-file", "out.jsonl",
                    "--max-concurrency", "3", "--tool-call-parser", "none",
@@ -92,7 +93,9 @@ def test_api_keys_from_flags_and_environment(monkeypatch) -> None:
     (["serve", "--tool-call-parser", "xml"], "tool_call_parser must be one of auto, none"),
     (["run-batch", "-i", "a", "-o", "b", "--reasoning-parser", "r2"],
      "reasoning_parser must be one of"),
+    (["serve", "--request-timeout", "0"], "request_timeout must be > 0"),
+    (["serve", "--shutdown-timeout", "-1"], "shutdown_timeout must be >= 0"),
 ])
-def test_unknown_parsers_fail_before_anything_loads(argv, message, capsys) -> None:
+def test_bad_options_fail_before_anything_loads(argv, message, capsys) -> None:
     with pytest.raises(SystemExit, match=message):
         main(argv)

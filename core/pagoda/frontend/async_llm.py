@@ -4,12 +4,18 @@ their own (one, or `data_parallel_size` behind a load balancer).
 The front end tokenizes and validates on the caller's event loop, and detokenizes and
 applies stop strings on the cores' reader threads as each step's outputs arrive; each
 request's outputs reach its consumer through a queue on the consumer's own loop.
+
+A request may have a time limit (`timeout`): past it, it is aborted in its core (its blocks
+freed) and its consumer gets RequestTimeoutError. With `restart_engine`, a core that dies
+fails only its own requests, with the retryable EngineRestartingError, and a new core of
+the same config takes its place (`pagoda.frontend.restarts` bounds how often).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import threading
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
@@ -18,11 +24,18 @@ from typing import Any
 from pagoda.config import EngineConfig
 from pagoda.engine.messages import FinishRequests, StepOutputs
 from pagoda.engine.request import Request, RequestStatus
-from pagoda.frontend.core_client import EngineDeadError, EngineOverloadedError, EngineStartupError
+from pagoda.frontend.core_client import (
+    EngineDeadError,
+    EngineOverloadedError,
+    EngineRestartingError,
+    EngineStartupError,
+    RequestTimeoutError,
+)
 from pagoda.frontend.engine_cores import EngineCores, combined_stats
 from pagoda.frontend.input_processor import ProcessedPrompt
 from pagoda.frontend.model_frontend import ModelFrontend
 from pagoda.frontend.output_processor import OutputProcessor
+from pagoda.frontend.restarts import RestartBudget
 from pagoda.inputs import PromptInput
 from pagoda.lora.request import LoRARequest
 from pagoda.outputs import EngineStats, PoolingRequestOutput, RequestOutput
@@ -32,8 +45,12 @@ from pagoda.sampling_params import SamplingParams
 
 Output = RequestOutput | PoolingRequestOutput
 
-__all__ = ["AsyncLLM", "EngineDeadError", "EngineOverloadedError", "EngineStartupError",
-           "RequestCounters"]
+__all__ = ["AsyncLLM", "EngineDeadError", "EngineOverloadedError", "EngineRestartingError",
+           "EngineStartupError", "RequestCounters", "RequestTimeoutError"]
+
+logger = logging.getLogger(__name__)
+
+_NO_STATS = EngineStats(0, 0, 0.0, 0, 0, 0)
 
 
 @dataclass
@@ -48,6 +65,10 @@ class RequestCounters:
     finished: dict[str, int] = field(default_factory=dict)
     """Finished completions (and pooling requests) by finish reason ("stop", "length",
     "abort"); n > 1 counts n."""
+    timed_out: int = 0
+    """Requests aborted at their time limit (also counted as "abort" in `finished`)."""
+    core_restarts: int = 0
+    """Dead engine cores replaced by new ones (`restart_engine`)."""
 
     def count_finished(self, output: RequestOutput | PoolingRequestOutput) -> None:
         reasons = ([output.finish_reason] if isinstance(output, PoolingRequestOutput)
@@ -98,10 +119,13 @@ class AsyncLLM:
 
     Construction loads the tokenizer, starts the cores and blocks until they are ready;
     a core that fails to start raises EngineStartupError with its traceback. One core
-    dying fails every request in flight, as the engine is then dead.
+    dying fails every request in flight, as the engine is then dead; unless
+    `restart_engine`: then it fails its own requests with EngineRestartingError and is
+    replaced by a new core (within `restart_budget`; past it, the engine is dead).
     """
 
-    def __init__(self, config: EngineConfig):
+    def __init__(self, config: EngineConfig, *, restart_engine: bool = False,
+                 restart_budget: RestartBudget | None = None):
         self.config = config
         self.frontend = ModelFrontend.load(config, core_in_process=False)
         self.tokenizer: Any = self.frontend.tokenizer
@@ -113,9 +137,11 @@ class AsyncLLM:
         self._streams: dict[str, _Stream] = {}
         self._output_processor = OutputProcessor(self.tokenizer)
         self._counters = RequestCounters()
-        self._last_stats = [EngineStats(0, 0, 0.0, 0, 0, 0)] * (
-            config.parallel.data_parallel_size)
+        self._last_stats = [_NO_STATS] * config.parallel.data_parallel_size
         self._dead_reason: str | None = None
+        self._restarts = ((restart_budget or RestartBudget()) if restart_engine else None)
+        """None: a dead core ends the engine."""
+        self._closing = False
         sched = config.scheduler
         self._max_requests = (None if sched.max_waiting_requests is None else
                               (sched.max_num_seqs + sched.max_waiting_requests)
@@ -137,20 +163,24 @@ class AsyncLLM:
     # ---- requests ---------------------------------------------------------------------
 
     async def generate(self, prompt: PromptInput, params: SamplingParams, request_id: str,
-                       priority: int = 0, lora_request: LoRARequest | None = None
-                       ) -> AsyncIterator[RequestOutput]:
+                       priority: int = 0, lora_request: LoRARequest | None = None,
+                       timeout: float | None = None) -> AsyncIterator[RequestOutput]:
         """Stream one request's cumulative outputs; the last has `finished` True.
 
         Bad input raises ValueError (TypeError for a prompt of the wrong type) on the first
         iteration, before the core hears of the request; so does a request id in use.
         Leaving early (break, cancellation, a client disconnect) aborts the request and
-        frees its blocks. If the core dies, raises EngineDeadError. A `lora_request` not
-        seen before is added first (`add_lora_adapter`).
+        frees its blocks. If the core dies, raises EngineDeadError (EngineRestartingError
+        when a new one is starting). A `lora_request` not seen before is added first
+        (`add_lora_adapter`). A request not finished `timeout` seconds after the first
+        iteration is aborted and raises RequestTimeoutError.
         """
+        expiry = self._expiry(timeout)
         check = self._input_processor.check_adapter
         if lora_request is not None and check is not None and not check.known(lora_request):
             await self.add_lora_adapter(lora_request)
         stream = self._add_request(prompt, params, request_id, priority, lora_request)
+        timer = self._start_timer(expiry, request_id, stream, timeout)
         finished = False
         try:
             while not finished:
@@ -160,16 +190,21 @@ class AsyncLLM:
                 finished = item.finished
                 yield item
         finally:
+            if timer is not None:
+                timer.cancel()
             if not finished:
                 self._abort(request_id, stream)
 
     async def encode(self, prompt: PromptInput | ProcessedPrompt, params: PoolingParams,
-                     request_id: str, priority: int = 0) -> PoolingRequestOutput:
+                     request_id: str, priority: int = 0, timeout: float | None = None
+                     ) -> PoolingRequestOutput:
         """A pooling model's output for one prompt: its embedding, or a text pair's score
         (`tokenize_pair`). Bad input raises ValueError (TypeError for a prompt of the
         wrong type) before the core hears of the request. Cancellation aborts it; so does
         `abort`, after which the output's data is None. If the core dies, raises
-        EngineDeadError."""
+        EngineDeadError (EngineRestartingError when a new one is starting); after
+        `timeout` seconds, aborts it and raises RequestTimeoutError."""
+        expiry = self._expiry(timeout)
         self._raise_if_dead()
         processed = (prompt if isinstance(prompt, ProcessedPrompt)
                      else self._input_processor.tokenize(prompt))
@@ -177,6 +212,7 @@ class AsyncLLM:
                                                              priority)
         stream = self._submit(request_id, [request],
                               lambda: self._output_processor.add_pooling(request_id, processed))
+        timer = self._start_timer(expiry, request_id, stream, timeout)
         finished = False
         try:
             item = await stream.next()
@@ -186,6 +222,8 @@ class AsyncLLM:
             assert isinstance(item, PoolingRequestOutput)
             return item
         finally:
+            if timer is not None:
+                timer.cancel()
             if not finished:
                 self._abort(request_id, stream)
 
@@ -209,7 +247,8 @@ class AsyncLLM:
         return combined_stats(await self.core_stats())
 
     async def core_stats(self) -> list[EngineStats]:
-        """A fresh snapshot of each core (data parallelism: one per core)."""
+        """A fresh snapshot of each core that is up (data parallelism: one per core; none
+        of a core being restarted)."""
         futures = self._cores.call("stats")
         return list(await asyncio.gather(*map(asyncio.wrap_future, futures)))
 
@@ -224,7 +263,8 @@ class AsyncLLM:
         """A copy of the request counters."""
         with self._lock:
             c = self._counters
-            return RequestCounters(c.prompt_tokens, c.generation_tokens, dict(c.finished))
+            return RequestCounters(c.prompt_tokens, c.generation_tokens, dict(c.finished),
+                                   c.timed_out, c.core_restarts)
 
     @property
     def num_unfinished_requests(self) -> int:
@@ -247,20 +287,42 @@ class AsyncLLM:
 
     @property
     def errored(self) -> bool:
-        """True once the core has died or been shut down."""
+        """True once the engine is dead for good (a core died and is not restarted, or
+        the engine was shut down)."""
         return self._dead_reason is not None
 
     @property
     def is_healthy(self) -> bool:
-        return self._dead_reason is None
+        """True while the engine takes new requests: alive, and not every core down."""
+        return self.unavailable() is None
 
     @property
     def dead_reason(self) -> str | None:
         return self._dead_reason
 
+    @property
+    def restarting_cores(self) -> list[int]:
+        """The cores that died and are being replaced (`restart_engine`)."""
+        with self._lock:
+            return sorted(self._cores.down)
+
+    def unavailable(self) -> EngineDeadError | None:
+        """Why a new request would be refused now: EngineDeadError (the engine is dead),
+        EngineRestartingError (every core is down, a new one starting); None: it would
+        be taken."""
+        if self._dead_reason is not None:
+            return EngineDeadError(self._dead_reason)
+        down = self._cores.down
+        if down and len(down) == len(self._cores.clients):
+            return EngineRestartingError(
+                f"the engine core died and a new one is starting (core"
+                f"{'s' * (len(down) > 1)} {', '.join(map(str, sorted(down)))}): retry shortly")
+        return None
+
     def shutdown(self) -> None:
         """Stop the cores; requests in flight raise EngineDeadError. Idempotent, and run
         at interpreter exit."""
+        self._closing = True
         self._cores.shutdown()
 
     async def add_lora_adapter(self, lora: LoRARequest) -> None:
@@ -310,12 +372,37 @@ class AsyncLLM:
                     f"the engine holds {len(self._streams)} requests, as many as it may "
                     f"(max_num_seqs running and max_waiting_requests waiting): try again "
                     f"later")
-            self._cores.add(request_id, requests)
+            try:
+                self._cores.add(request_id, requests)
+            except EngineDeadError as exc:  # the core died a moment ago: say so as it will
+                raise (exc if self._restarts is None or self._closing else
+                       EngineRestartingError(f"{exc}; a new engine core is starting: "
+                                             f"retry shortly")) from None
             track()
             self._streams[request_id] = stream
         return stream
 
-    def _abort(self, request_id: str, stream: _Stream | None = None) -> None:
+    def _expiry(self, timeout: float | None) -> float | None:
+        """When (the running loop's clock) a request given `timeout` now expires."""
+        if timeout is None:
+            return None
+        if not timeout > 0:
+            raise ValueError(f"timeout must be > 0 seconds, got {timeout}")
+        return asyncio.get_running_loop().time() + timeout
+
+    def _start_timer(self, expiry: float | None, request_id: str, stream: _Stream,
+                     timeout: float | None) -> asyncio.TimerHandle | None:
+        """At `expiry`, abort the request and fail its stream with RequestTimeoutError."""
+        if expiry is None:
+            return None
+        error = RequestTimeoutError(f"the request took longer than its time limit of "
+                                    f"{timeout:g} s (request_timeout) and was aborted")
+        return asyncio.get_running_loop().call_at(expiry, self._abort, request_id, stream,
+                                                  error)
+
+    def _abort(self, request_id: str, stream: _Stream | None = None,
+               error: Exception | None = None) -> None:
+        """Abort a request in its core; its consumer gets its last output, or `error`."""
         with self._lock:
             current = self._streams.get(request_id)
             if current is None or (stream is not None and current is not stream):
@@ -329,6 +416,11 @@ class AsyncLLM:
             self._cores.forget(request_id)
             if final is not None:
                 self._counters.count_finished(final)
+            if isinstance(error, RequestTimeoutError):
+                self._counters.timed_out += 1
+            if error is not None:
+                current.put(error)
+            elif final is not None:
                 current.put(final)
 
     def _on_outputs(self, core: int, message: StepOutputs) -> None:
@@ -361,9 +453,37 @@ class AsyncLLM:
             with contextlib.suppress(RuntimeError):
                 loop.call_soon_threadsafe(_deliver_all, items)
 
-    def _on_death(self, reason: str) -> None:
-        """Reader thread (or shutdown) of a core: fail every request in flight. The first
-        core to go gives the reason."""
+    def _on_death(self, core: int, reason: str) -> None:
+        """Reader thread (or shutdown) of `core`: fail the requests in flight. Without
+        restarts (or past their budget), the engine is dead: every request fails, the first
+        core to go gives the reason. With them, only `core`'s requests fail (retryably),
+        and a new core starts in its place."""
+        with self._lock:
+            if core in self._cores.down:
+                return  # a successor failing to start: the restart reports it
+            restart = (self._dead_reason is None and self._restarts is not None
+                       and not self._closing and self._restarts.take())
+            if restart:
+                self._counters.core_restarts += 1
+                self._cores.down.add(core)
+                self._last_stats[core] = _NO_STATS
+                streams = self._drop_requests_of(core)
+        if not restart:
+            if self._restarts is not None and not self._closing:
+                reason += f"; not restarted: {self._restarts.describe()} were made"
+            self._die(reason)
+            return
+        logger.warning("engine core %d: %s; starting a new one", core, reason)
+        threading.Thread(target=self._restart, args=(core, reason), daemon=True,
+                         name=f"pagoda-core-restart-{core}").start()
+        error = EngineRestartingError(f"{reason}; a new engine core is starting: retry "
+                                      f"shortly")
+        for stream in streams:
+            stream.put(error)
+
+    def _die(self, reason: str) -> None:
+        """The engine is dead for good: every request in flight fails, and every later one
+        (the first reason given is kept)."""
         with self._lock:
             if self._dead_reason is None:
                 self._dead_reason = reason
@@ -372,6 +492,35 @@ class AsyncLLM:
         for stream in streams.values():
             stream.put(EngineDeadError(reason))
 
+    def _drop_requests_of(self, core: int) -> list[_Stream]:
+        """Forget `core`'s requests (lock held): their streams, their state in the output
+        processor, their load; they are counted as aborted."""
+        streams = []
+        for request_id in self._cores.requests_of(core):
+            stream = self._streams.pop(request_id, None)
+            final = self._output_processor.abort(request_id)
+            self._cores.forget(request_id)
+            if final is not None:
+                self._counters.count_finished(final)
+            if stream is not None:
+                streams.append(stream)
+        return streams
+
+    def _restart(self, core: int, reason: str) -> None:
+        """A thread of its own: start a new core in place of `core` and put it in service;
+        if it fails to start, the engine is dead."""
+        try:
+            client = self._cores.restart(core)
+        except Exception as exc:
+            self._die("the engine core was shut down" if self._closing
+                      else f"{reason}; its restart failed: {exc}")
+            return
+        with self._lock:
+            self._cores.replace(core, client)
+            self._last_stats[core] = _NO_STATS
+        logger.warning("engine core %d is serving again (pid %s)", core, client.pid)
+
     def _raise_if_dead(self) -> None:
-        if self._dead_reason is not None:
-            raise EngineDeadError(self._dead_reason)
+        error = self.unavailable()
+        if error is not None:
+            raise error

@@ -43,6 +43,15 @@ class EngineDeadError(RuntimeError):
     """The engine-core process died or was shut down; requests in flight are lost."""
 
 
+class EngineRestartingError(EngineDeadError):
+    """An engine core died and a new one is starting in its place (`restart_engine`): the
+    requests it held are lost, but the same request sent again shortly will be served."""
+
+
+class RequestTimeoutError(TimeoutError):
+    """A request ran longer than its time limit; it was aborted and its blocks freed."""
+
+
 class EngineOverloadedError(RuntimeError):
     """The engine holds as many requests as it may (`max_waiting_requests`): try later."""
 

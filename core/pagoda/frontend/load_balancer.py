@@ -4,7 +4,8 @@ Each core has its own KV cache, so its own prefix cache. A request goes to the c
 last took a request with the same first KV block (its prefix is likely cached there),
 unless that core is busier than the least loaded one by more than `slack`; otherwise, and
 for prompts shorter than a block, to the least loaded core. Load is the number of
-requests a core has in flight, as the front end counts them.
+requests a core has in flight, as the front end counts them. A core that is down (dead
+and restarting) takes nothing until it is up again.
 """
 
 from __future__ import annotations
@@ -22,14 +23,18 @@ class LoadBalancer:
         self.slack = slack
         self._affinity: OrderedDict[tuple[int, ...], int] = OrderedDict()
 
-    def choose(self, prompt_token_ids: list[int]) -> int:
-        """The core for a new request of this prompt (counted in its load)."""
-        least = min(range(len(self.load)), key=self.load.__getitem__)
+    def choose(self, prompt_token_ids: list[int], down: frozenset[int] | set[int] = frozenset()
+               ) -> int:
+        """The core for a new request of this prompt (counted in its load), none of those
+        `down` (at least one core must be up)."""
+        up = [core for core in range(len(self.load)) if core not in down]
+        least = min(up, key=self.load.__getitem__)
         core = least
         first_block = tuple(prompt_token_ids[: self.block_size])
         if len(first_block) == self.block_size:
             known = self._affinity.get(first_block)
-            if known is not None and self.load[known] <= self.load[least] + self.slack:
+            if (known is not None and known not in down
+                    and self.load[known] <= self.load[least] + self.slack):
                 core = known
             self._affinity[first_block] = core
             self._affinity.move_to_end(first_block)

@@ -95,11 +95,12 @@ async def _serve(config: EngineConfig, server: ServerConfig, chat: ChatFormatCon
     from pagoda_server.app import build_app
     from pagoda_server.errors import APIError
 
-    engine = AsyncLLM(config)
+    engine = AsyncLLM(config, restart_engine=server.restart_engine)
     try:
         api_keys = server.accepted_api_keys()
         app = build_app(engine, api_keys, chat,
-                        max_request_body_bytes=server.max_request_body_bytes)
+                        max_request_body_bytes=server.max_request_body_bytes,
+                        request_timeout=server.request_timeout)
         for name, path in server.lora_adapters().items():
             try:
                 await app.state.pagoda.add_lora(name, path)
@@ -122,8 +123,12 @@ async def _serve(config: EngineConfig, server: ServerConfig, chat: ChatFormatCon
 
 
 def run(args: argparse.Namespace) -> int:
-    config, server = engine_config(args), dataclass_from_args(ServerConfig, args)
+    try:
+        server = dataclass_from_args(ServerConfig, args)
+    except ValueError as exc:  # a bad value of a server option: said before anything loads
+        raise SystemExit(f"pagoda {args.command}: error: {exc}") from None
     chat = chat_format_config(args)
+    config = engine_config(args)
     logging.getLogger().setLevel(server.log_level.upper())
     # uvicorn shuts down gracefully on SIGTERM and Ctrl-C, then raises the signal again
     # under the handler it found: for SIGTERM, this one, so that the exit is a clean 0.

@@ -10,7 +10,7 @@ from prometheus_client import CONTENT_TYPE_LATEST
 
 import pagoda
 import pagoda_server
-from pagoda_server.errors import engine_dead, error_response
+from pagoda_server.errors import as_api_error, error_response
 from pagoda_server.state import ServerState, server_state
 
 router = APIRouter()
@@ -43,10 +43,15 @@ async def retrieve_model(model: str, request: Request) -> Response:
 
 @router.get("/health")
 async def health(request: Request) -> Response:
+    """200 while new requests are taken (`restarting`: the cores being replaced while
+    others serve); 503 `engine_dead`, or `engine_restarting` with Retry-After while every
+    core is being replaced."""
     engine = server_state(request).engine
-    if not engine.is_healthy:
-        return error_response(engine_dead(engine.dead_reason), request.url.path)
-    return JSONResponse({"status": "ok"})
+    unavailable = engine.unavailable()
+    if unavailable is not None:
+        return error_response(as_api_error(unavailable), request.url.path)
+    restarting = engine.restarting_cores
+    return JSONResponse({"status": "ok", **({"restarting": restarting} if restarting else {})})
 
 
 @router.get("/version")
