@@ -26,7 +26,7 @@ def smollm2_path():
 
 @pytest.fixture(scope="module")
 def dense(smollm2_path):
-    return LLM(smollm2_path, dtype="float32", max_model_len=1024)
+    return LLM(smollm2_path, dtype="float32", max_model_len=1024, quantization="none")
 
 
 @pytest.fixture(scope="module")

@@ -125,7 +125,9 @@ class ModelConfig:
     """A Jinja chat template, or a file holding one; None: the tokenizer's."""
     quantization: str | None = None
     """Quantization method. None: what the checkpoint's quantization_config says
-    (compressed-tensors, fp8, gptq, awq), else dense weights (a GGUF's dequantized);
+    (compressed-tensors, fp8, gptq, awq), else dense weights (a GGUF's dequantized, unless
+    the platform runs them faster kept quantized: the CPU's native kernels in float32);
+    none: dense weights;
     fp8, int8, int4: quantize a dense checkpoint at load (FP8 or INT8 weights and
     activations, or 4-bit weights); gguf: keep a GGUF's Q4_0/Q4_1/Q8_0 weights quantized."""
     runner: Literal["auto", "generate", "pooling"] = "auto"

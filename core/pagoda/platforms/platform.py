@@ -99,6 +99,13 @@ class Platform(ABC):
                              f"(supported: {self.supported_dtypes})")
         return dtype
 
+    def keeps_gguf_quantized(self, dtype: torch.dtype) -> bool:
+        """Whether a GGUF's Q4_0/Q4_1/Q8_0 weights stay quantized (quantization "gguf")
+        when the user names no quantization: where this platform's `woq_linear` on them
+        beats its dense matmuls in `dtype` for decode, prefill and batches alike.
+        `--quantization none` still asks for dense weights."""
+        return False
+
     @abstractmethod
     def device_count(self) -> int:
         """Number of devices of this platform visible to the process."""

@@ -120,6 +120,7 @@ class Worker(WorkerBase):
         )
         attn_backend = select_attention_backend(self.platform, attn_config,
                                                 self.config.attention_backend)
+        quantization = self._default_quantization(source, quantization, dtype)
         quant_method = select_quant_method(self.platform, quantization, hf_config)
         ops = OpTable(self.platform.name, dtype=dtype)
         with use_ops(ops):
@@ -130,6 +131,19 @@ class Worker(WorkerBase):
                 model_impl=self.config.model.model_impl,
             )
         return model, attn_backend, quant_method, ops
+
+    def _default_quantization(self, source: ModelSource, quantization: str | None,
+                              dtype: torch.dtype) -> str | None:
+        """`quantization`, or, when none is named, "gguf" for a GGUF file where the platform
+        runs its quantized weights faster than dense ones (`Platform.keeps_gguf_quantized`)."""
+        model = self.config.model
+        if (quantization is None and source.format == "gguf" and model.load_format != "dummy"
+                and model.model_impl != "transformers"
+                and self.platform.keeps_gguf_quantized(dtype)):
+            logger.info("GGUF weights stay quantized (faster here in %s; --quantization none "
+                        "for dense weights)", dtype)
+            return "gguf"
+        return quantization
 
     def _load_draft(self) -> DraftModel:
         """The draft model of speculative_method draft, loaded like the model (dtype and

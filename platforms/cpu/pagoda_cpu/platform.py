@@ -6,6 +6,7 @@ import torch
 
 from pagoda.platforms import MemoryInfo, Platform
 from pagoda.platforms.host_memory import host_memory
+from pagoda_cpu import csrc
 from pagoda_cpu.host import core_count, device_name, has_fast_bf16
 
 
@@ -21,6 +22,14 @@ class CpuPlatform(Platform):
     def default_dtype(self) -> torch.dtype:
         """bfloat16 where the CPU has native bf16 matmuls (4-5x float32 there), else float32."""
         return torch.bfloat16 if has_fast_bf16() else torch.float32
+
+    def keeps_gguf_quantized(self, dtype: torch.dtype) -> bool:
+        """float32 with the native kernels (`pagoda_cpu.csrc`): their packed GEMV reads a
+        quarter (Q4) or a half (Q8_0) of the bytes, and for many rows they dequantize per
+        call, no slower than the dense weight (`ci/bench_smollm2_cpu.py`: decode 2.4x,
+        prefill and 16 or 64 sequences at least even). In bfloat16 the dense matmuls win
+        everywhere but at one sequence."""
+        return dtype == torch.float32 and csrc.native() is not None
 
     def device_count(self) -> int:
         return 1
