@@ -192,12 +192,13 @@ def main() -> None:
 
     path = resolve_model("smollm2-135m-instruct").path
     runners: list[Any] = [
-        PagodaRunner("pagoda (float32, dequantized)", dtype="float32"),
-        PagodaRunner("pagoda (bfloat16, dequantized)", dtype="bfloat16"),
+        PagodaRunner("pagoda (default settings)"),
+        PagodaRunner("pagoda (float32, dequantized)", dtype="float32", quantization="none"),
+        PagodaRunner("pagoda (bfloat16, dequantized)", dtype="bfloat16", quantization="none"),
     ]
     if "quant" not in skip:
         # The CPU's int4 kernel takes bfloat16 activations (float32 ones would run dense).
-        runners.append(PagodaRunner("pagoda (Q4/Q8_0 kept, int4 kernel, bfloat16)",
+        runners.append(PagodaRunner("pagoda (Q4/Q8_0 kept, bfloat16)",
                                     quantization="gguf", dtype="bfloat16"))
     if "hf" not in skip:
         runners.append(HFRunner(path, torch.float32))

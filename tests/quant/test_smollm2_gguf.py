@@ -71,3 +71,21 @@ def test_prompt_logprobs_close_to_dense(dense, packed):
     ref = torch.tensor([e.logprobs[0] for e in _prompt_logprobs(dense, ids, 0)])
     assert (ours - ref).abs().mean() < 0.05
     torch.testing.assert_close(ours, ref, atol=0.15, rtol=0.02)
+
+
+def test_the_tied_head_reads_the_quantized_table_for_few_rows(dense, packed):
+    """The Q8_0 vocabulary table stays quantized for the head (the embedding keeps its dense
+    copy for lookups): up to QUANTIZED_HEAD_MAX_ROWS rows the logits come from the codes,
+    equal to the dense table's up to float32 rounding (the dense table is the codes
+    dequantized); more rows use the dense table."""
+    from pagoda.models.layers.embedding import QUANTIZED_HEAD_MAX_ROWS
+
+    head = packed.engine.core.executor.worker.model.lm_head
+    assert head.qweight is not None
+    assert dense.engine.core.executor.worker.model.lm_head.qweight is None
+    hidden = torch.randn(QUANTIZED_HEAD_MAX_ROWS + 1, head.weight.shape[1],
+                         generator=torch.Generator().manual_seed(0))
+    want = hidden @ head.weight.T
+    few = head(hidden[:3])
+    torch.testing.assert_close(few, want[:3], atol=2e-4, rtol=1e-4)
+    assert torch.equal(head(hidden), torch.nn.functional.linear(hidden, head.weight))

@@ -31,6 +31,7 @@ from pagoda.models.layers import (
 )
 from pagoda.models.weights import load_checkpoint_weights
 from pagoda.quant import QuantMethod
+from pagoda.quant.tensors import GroupQuantWeight
 
 if TYPE_CHECKING:
     from transformers import PretrainedConfig
@@ -326,6 +327,9 @@ class DecoderForCausalLM(nn.Module):
 
         def renamed(items: Iterable[tuple[str, torch.Tensor]]):
             for name, tensor in items:
+                if (name == "model.embed_tokens.weight" and self.tie_word_embeddings
+                        and stage.is_last and isinstance(tensor, GroupQuantWeight)):
+                    self.lm_head.keep_quantized(tensor)  # the embedding takes it dense
                 if tied_head and name == "model.embed_tokens.weight":
                     name = "lm_head.weight"
                 yield name, tensor

@@ -9,6 +9,7 @@ the others) and all-reduces; the head computes its block of logits and all-gathe
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -16,6 +17,8 @@ from torch import nn
 
 from pagoda.distributed import TensorParallelGroup, tp_group
 from pagoda.ops import current_ops
+from pagoda.quant.op_method import in_model_dtype
+from pagoda.quant.tensors import GroupQuantWeight
 
 
 @dataclass(frozen=True)
@@ -64,6 +67,13 @@ class VocabParallelEmbedding(nn.Module):
         return self._all_reduce(hidden.masked_fill_(outside.unsqueeze(-1), 0), self.tp.group)
 
 
+QUANTIZED_HEAD_MAX_ROWS = 16
+"""Rows up to which a head holding both tables reads the quantized one: a few rows are
+bound by reading the table (a quarter or half of the dense bytes); more are bound by the
+matmul, where kernels that dequantize the codes per call lose to the dense table (the
+CPU's: SmolLM2 at 64 sequences, 156 against 218 output tok/s)."""
+
+
 class ParallelLMHead(nn.Module):
     """Hidden states -> float32 logits [N, vocab]; shares the embedding's weight (and so its
     split) when `tied_to` is given. With `soft_cap` (Gemma 2's final logit soft-capping)
@@ -90,10 +100,27 @@ class ParallelLMHead(nn.Module):
             self.weight = nn.Parameter(
                 torch.empty(self.shard.rows, hidden_size, dtype=dtype), requires_grad=False
             )
-        self._linear = current_ops().linear
+        self.dtype = dtype
+        self.qweight: Any = None
+        """The vocabulary table as `woq_linear`'s weight, when it came quantized
+        (`keep_quantized`); the head then runs on it instead of `weight`."""
+        ops = current_ops()
+        self._linear, self._woq_linear, self._prepare_woq = (
+            ops.linear, ops.woq_linear, ops.prepare["woq_linear"])
+
+    def keep_quantized(self, table: GroupQuantWeight) -> None:
+        """Run the head on `table`'s codes (a GGUF's quantized vocabulary table, which a
+        tied embedding holds dense for its lookups) through the platform's `woq_linear`
+        for steps of up to QUANTIZED_HEAD_MAX_ROWS rows; on one rank only (each would need
+        its block of the codes, not done)."""
+        if self.tp.world_size == 1:
+            self.qweight = self._prepare_woq(in_model_dtype(table, self.dtype), self.dtype)
 
     def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
-        logits = self._linear(hidden_states, self.weight).float()
+        if self.qweight is not None and hidden_states.shape[0] <= QUANTIZED_HEAD_MAX_ROWS:
+            logits = self._woq_linear(hidden_states, self.qweight).float()
+        else:
+            logits = self._linear(hidden_states, self.weight).float()
         if self.soft_cap is not None:
             logits = torch.tanh(logits / self.soft_cap) * self.soft_cap
         if self.tp.world_size == 1:
