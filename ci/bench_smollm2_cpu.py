@@ -197,7 +197,7 @@ def main() -> None:
         PagodaRunner("pagoda (bfloat16, dequantized)", dtype="bfloat16", quantization="none"),
     ]
     if "quant" not in skip:
-        # The CPU's int4 kernel takes bfloat16 activations (float32 ones would run dense).
+        # bfloat16 activations: PyTorch's int4 kernel where bf16 is native, else the native GEMV.
         runners.append(PagodaRunner("pagoda (Q4/Q8_0 kept, bfloat16)",
                                     quantization="gguf", dtype="bfloat16"))
     if "hf" not in skip:

@@ -102,8 +102,8 @@ class Platform(ABC):
     def keeps_gguf_quantized(self, dtype: torch.dtype) -> bool:
         """Whether a GGUF's Q4_0/Q4_1/Q8_0 weights stay quantized (quantization "gguf")
         when the user names no quantization: where this platform's `woq_linear` on them
-        beats its dense matmuls in `dtype` for decode, prefill and batches alike.
-        `--quantization none` still asks for dense weights."""
+        is the faster path in `dtype` (decode, which reads every weight each token, above
+        all). `--quantization none` still asks for dense weights."""
         return False
 
     @abstractmethod

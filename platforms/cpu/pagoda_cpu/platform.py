@@ -26,9 +26,9 @@ class CpuPlatform(Platform):
     def keeps_gguf_quantized(self, dtype: torch.dtype) -> bool:
         """float32 with the native kernels (`pagoda_cpu.csrc`): their packed GEMV reads a
         quarter (Q4) or a half (Q8_0) of the bytes; for many rows they dequantize per call
-        (`ci/bench_smollm2_cpu.py`, SmolLM2 on 2 Zen 5 cores: decode 3.8x dense, prefill
-        1.3x, 16 sequences 1.6x, 64 sequences 0.9x). In bfloat16 the dense matmuls win
-        everywhere but at one sequence."""
+        (`ci/bench_smollm2_cpu.py`, SmolLM2 on 2 Zen 5 cores, against dense float32:
+        decode 3.6x, 16 sequences 1.3x, prefill of 512 tokens 0.9x, 64 sequences 0.9x).
+        In bfloat16 the dense matmuls win everywhere but at one sequence."""
         return dtype == torch.float32 and csrc.native() is not None
 
     def device_count(self) -> int:
