@@ -83,3 +83,10 @@ class ServerProcess:
             for child in children:
                 if child.is_running():
                     child.kill()
+
+
+def stream_payloads(http: httpx.Client, body: dict) -> list[str]:
+    """The `data:` payloads of a streamed completion of `body`, read to the stream's end."""
+    with http.stream("POST", "/v1/completions", json={**body, "stream": True}) as response:
+        assert response.status_code == 200
+        return [line[5:].strip() for line in response.iter_lines() if line.startswith("data:")]

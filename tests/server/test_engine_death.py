@@ -13,7 +13,7 @@ import pytest
 from tests.server.conftest import MODEL, TINY_SERVER_ARGS
 from tests.server.metrics_text import scrape
 from tests.server.openai_spec import validate
-from tests.server.server_process import ServerProcess
+from tests.server.server_process import ServerProcess, stream_payloads
 
 LONG = {"model": MODEL, "prompt": "w5 w6", "max_tokens": 500, "temperature": 0.0,
         "ignore_eos": True}
@@ -26,17 +26,10 @@ def doomed_server(tiny_model, tmp_path):
     process.stop()
 
 
-def _stream_until_end(http: httpx.Client) -> list[str]:
-    """The `data:` payloads of a long stream, read to its end."""
-    with http.stream("POST", "/v1/completions", json={**LONG, "stream": True}) as response:
-        assert response.status_code == 200
-        return [line[5:].strip() for line in response.iter_lines() if line.startswith("data:")]
-
-
 def test_killed_engine_fails_requests_at_once(doomed_server):
     with httpx.Client(base_url=doomed_server.url, timeout=30) as http, \
             ThreadPoolExecutor(2) as pool:
-        streaming = pool.submit(_stream_until_end, http)
+        streaming = pool.submit(stream_payloads, http, LONG)
         whole = pool.submit(http.post, "/v1/completions", json=LONG)
         while scrape(doomed_server.url)["pagoda:num_requests_running"] < 2:
             time.sleep(0.01)  # until both generate

@@ -15,7 +15,7 @@ import pytest
 from tests.server.conftest import MODEL, TINY_SERVER_ARGS
 from tests.server.metrics_text import scrape
 from tests.server.openai_spec import validate
-from tests.server.server_process import ServerProcess
+from tests.server.server_process import ServerProcess, stream_payloads
 
 LONG = {"model": MODEL, "prompt": "w5 w6", "max_tokens": 480, "temperature": 0.0, "n": 4,
         "ignore_eos": True}
@@ -29,13 +29,6 @@ def restarting_server(tiny_model, tmp_path):
                             tmp_path / "serve.log")
     yield process
     process.stop()
-
-
-def _stream_until_end(http: httpx.Client) -> list[str]:
-    """The `data:` payloads of a long stream, read to its end."""
-    with http.stream("POST", "/v1/completions", json={**LONG, "stream": True}) as response:
-        assert response.status_code == 200
-        return [line[5:].strip() for line in response.iter_lines() if line.startswith("data:")]
 
 
 def _greedy_text(server: ServerProcess) -> str:
@@ -58,7 +51,7 @@ def test_a_killed_core_is_restarted_and_serves_as_before(restarting_server) -> N
     before = _greedy_text(server)
     old_pid = server.engine_core().pid
     with httpx.Client(base_url=server.url, timeout=30) as http, ThreadPoolExecutor(2) as pool:
-        streaming = pool.submit(_stream_until_end, http)
+        streaming = pool.submit(stream_payloads, http, LONG)
         whole = pool.submit(http.post, "/v1/completions", json=LONG)
         deadline = time.monotonic() + 30
         while scrape(server.url)["pagoda:num_requests_running"] < 8:  # until both generate
