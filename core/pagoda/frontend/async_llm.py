@@ -459,7 +459,10 @@ class AsyncLLM:
         core to go gives the reason. With them, only `core`'s requests fail (retryably),
         and a new core starts in its place."""
         with self._lock:
-            if core in self._cores.down:
+            cores = getattr(self, "_cores", None)
+            if cores is None:
+                return  # a core failing to start: the constructor raises its error
+            if core in cores.down:
                 return  # a successor failing to start: the restart reports it
             restart = (self._dead_reason is None and self._restarts is not None
                        and not self._closing and self._restarts.take())

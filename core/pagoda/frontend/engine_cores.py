@@ -52,6 +52,10 @@ class EngineCores:
         """`tokenizer`: the front end's, handed to each core (grammars need one)."""
         self._start = functools.partial(self._client, config, source, on_outputs, on_death,
                                         tokenizer)
+        self.down: set[int] = set()
+        """Cores that died and are being restarted."""
+        self._starting: dict[int, EngineCoreClient] = {}
+        self._closed = False
         self.clients = [self._start(rank)
                         for rank in range(config.parallel.data_parallel_size)]
         try:
@@ -62,10 +66,6 @@ class EngineCores:
             raise
         self.balancer = LoadBalancer(len(self.clients), config.cache.block_size)
         self._core_of: dict[str, int] = {}
-        self.down: set[int] = set()
-        """Cores that died and are being restarted."""
-        self._starting: dict[int, EngineCoreClient] = {}
-        self._closed = False
         self.info: dict[str, Any] = {**self.clients[0].info,
                                      "data_parallel_size": len(self.clients)}
         self.max_model_len = min(client.max_model_len for client in self.clients)

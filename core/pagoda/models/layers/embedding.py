@@ -104,17 +104,19 @@ class ParallelLMHead(nn.Module):
         self.qweight: Any = None
         """The vocabulary table as `woq_linear`'s weight, when it came quantized
         (`keep_quantized`); the head then runs on it instead of `weight`."""
-        ops = current_ops()
-        self._linear, self._woq_linear, self._prepare_woq = (
-            ops.linear, ops.woq_linear, ops.prepare["woq_linear"])
+        self._linear = current_ops().linear
+        self._woq_linear: Any = None
 
     def keep_quantized(self, table: GroupQuantWeight) -> None:
         """Run the head on `table`'s codes (a GGUF's quantized vocabulary table, which a
         tied embedding holds dense for its lookups) through the platform's `woq_linear`
         for steps of up to QUANTIZED_HEAD_MAX_ROWS rows; on one rank only (each would need
-        its block of the codes, not done)."""
-        if self.tp.world_size == 1:
-            self.qweight = self._prepare_woq(in_model_dtype(table, self.dtype), self.dtype)
+        its block of the codes, not done), where the platform offers the op."""
+        ops = current_ops()
+        if self.tp.world_size == 1 and "woq_linear" in ops.prepare:  # else stays dense
+            self._woq_linear = ops.woq_linear
+            self.qweight = ops.prepare["woq_linear"](in_model_dtype(table, self.dtype),
+                                                     self.dtype)
 
     def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
         if self.qweight is not None and hidden_states.shape[0] <= QUANTIZED_HEAD_MAX_ROWS:
