@@ -18,7 +18,6 @@ import contextlib
 import logging
 import threading
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 from pagoda.config import EngineConfig
@@ -35,6 +34,7 @@ from pagoda.frontend.engine_cores import EngineCores, combined_stats
 from pagoda.frontend.input_processor import ProcessedPrompt
 from pagoda.frontend.model_frontend import ModelFrontend
 from pagoda.frontend.output_processor import OutputProcessor
+from pagoda.frontend.request_streams import Output, RequestCounters, Stream, deliver_all
 from pagoda.frontend.restarts import RestartBudget
 from pagoda.inputs import PromptInput
 from pagoda.lora.request import LoRARequest
@@ -43,75 +43,12 @@ from pagoda.pooling import PoolerSpec
 from pagoda.pooling_params import PoolingParams
 from pagoda.sampling_params import SamplingParams
 
-Output = RequestOutput | PoolingRequestOutput
-
 __all__ = ["AsyncLLM", "EngineDeadError", "EngineOverloadedError", "EngineRestartingError",
            "EngineStartupError", "RequestCounters", "RequestTimeoutError"]
 
 logger = logging.getLogger(__name__)
 
 _NO_STATS = EngineStats(0, 0, 0.0, 0, 0, 0)
-
-
-@dataclass
-class RequestCounters:
-    """Totals since start-up, for the server's /metrics."""
-
-    prompt_tokens: int = 0
-    """Prompt tokens of requests that got their first output token or their pooled output
-    (once per request)."""
-    generation_tokens: int = 0
-    """Tokens the core generated."""
-    finished: dict[str, int] = field(default_factory=dict)
-    """Finished completions (and pooling requests) by finish reason ("stop", "length",
-    "abort"); n > 1 counts n."""
-    timed_out: int = 0
-    """Requests aborted at their time limit (also counted as "abort" in `finished`)."""
-    core_restarts: int = 0
-    """Dead engine cores replaced by new ones (`restart_engine`)."""
-
-    def count_finished(self, output: RequestOutput | PoolingRequestOutput) -> None:
-        reasons = ([output.finish_reason] if isinstance(output, PoolingRequestOutput)
-                   else [c.finish_reason or "abort" for c in output.outputs])
-        for reason in reasons:
-            self.finished[reason] = self.finished.get(reason, 0) + 1
-
-
-class _Stream:
-    """One request's outputs, handed from the reader thread to the consumer's event loop.
-
-    Outputs are cumulative, so one the consumer has not taken yet is replaced by a newer
-    one: a consumer that falls behind gets fewer, larger updates instead of a backlog.
-    """
-
-    def __init__(self, loop: asyncio.AbstractEventLoop):
-        self.loop = loop
-        self.ready = asyncio.Event()
-        self.pending: Output | Exception | None = None
-        self.prompt_counted = False
-
-    def deliver(self, item: Output | Exception) -> None:
-        """On the consumer's loop: keep the newest output, or an error over any output."""
-        if not isinstance(self.pending, Exception):
-            self.pending = item
-        self.ready.set()
-
-    def put(self, item: Output | Exception) -> None:
-        """From any thread."""
-        with contextlib.suppress(RuntimeError):  # raised when the consumer's loop has closed
-            self.loop.call_soon_threadsafe(self.deliver, item)
-
-    async def next(self) -> Output | Exception:
-        await self.ready.wait()
-        self.ready.clear()
-        item, self.pending = self.pending, None
-        assert item is not None
-        return item
-
-
-def _deliver_all(items: list[tuple[_Stream, Output]]) -> None:
-    for stream, output in items:
-        stream.deliver(output)
 
 
 class AsyncLLM:
@@ -134,7 +71,7 @@ class AsyncLLM:
                                               or [self.frontend.source.name])
         self.model_name: str = self.served_model_names[0]
         self._lock = threading.Lock()
-        self._streams: dict[str, _Stream] = {}
+        self._streams: dict[str, Stream] = {}
         self._output_processor = OutputProcessor(self.tokenizer)
         self._counters = RequestCounters()
         self._last_stats = [_NO_STATS] * config.parallel.data_parallel_size
@@ -351,7 +288,7 @@ class AsyncLLM:
     # ---- internals --------------------------------------------------------------------
 
     def _add_request(self, prompt: PromptInput, params: SamplingParams, request_id: str,
-                     priority: int, lora_request: LoRARequest | None = None) -> _Stream:
+                     priority: int, lora_request: LoRARequest | None = None) -> Stream:
         self._raise_if_dead()
         processed = self._input_processor.tokenize(prompt)
         requests = self._input_processor.make_requests(request_id, processed, params, priority,
@@ -360,9 +297,9 @@ class AsyncLLM:
             request_id, processed, requests))
 
     def _submit(self, request_id: str, requests: list[Request],
-                track: Callable[[], None]) -> _Stream:
+                track: Callable[[], None]) -> Stream:
         """Send a request's core requests and `track` it in the output processor."""
-        stream = _Stream(asyncio.get_running_loop())
+        stream = Stream(asyncio.get_running_loop())
         with self._lock:
             self._raise_if_dead()
             if request_id in self._streams:
@@ -390,7 +327,7 @@ class AsyncLLM:
             raise ValueError(f"timeout must be > 0 seconds, got {timeout}")
         return asyncio.get_running_loop().time() + timeout
 
-    def _start_timer(self, expiry: float | None, request_id: str, stream: _Stream,
+    def _start_timer(self, expiry: float | None, request_id: str, stream: Stream,
                      timeout: float | None) -> asyncio.TimerHandle | None:
         """At `expiry`, abort the request and fail its stream with RequestTimeoutError."""
         if expiry is None:
@@ -400,7 +337,7 @@ class AsyncLLM:
         return asyncio.get_running_loop().call_at(expiry, self._abort, request_id, stream,
                                                   error)
 
-    def _abort(self, request_id: str, stream: _Stream | None = None,
+    def _abort(self, request_id: str, stream: Stream | None = None,
                error: Exception | None = None) -> None:
         """Abort a request in its core; its consumer gets its last output, or `error`."""
         with self._lock:
@@ -409,13 +346,10 @@ class AsyncLLM:
                 return
             del self._streams[request_id]
             child_ids = self._output_processor.child_ids(request_id)
-            final = self._output_processor.abort(request_id)
             with contextlib.suppress(EngineDeadError):  # a dead core frees nothing
                 self._cores.finish(request_id, FinishRequests(
                     child_ids, RequestStatus.FINISHED_ABORTED))
-            self._cores.forget(request_id)
-            if final is not None:
-                self._counters.count_finished(final)
+            final = self._forget(request_id)
             if isinstance(error, RequestTimeoutError):
                 self._counters.timed_out += 1
             if error is not None:
@@ -437,7 +371,7 @@ class AsyncLLM:
                 with contextlib.suppress(EngineDeadError):  # a dead core frees nothing
                     self._cores.clients[core].send(FinishRequests(
                         stopped, RequestStatus.FINISHED_STOPPED))
-            by_loop: dict[asyncio.AbstractEventLoop, list[tuple[_Stream, Output]]] = {}
+            by_loop: dict[asyncio.AbstractEventLoop, list[tuple[Stream, Output]]] = {}
             for output in outputs:
                 stream = self._streams[output.request_id]
                 if not stream.prompt_counted and (isinstance(output, PoolingRequestOutput)
@@ -451,7 +385,7 @@ class AsyncLLM:
                 by_loop.setdefault(stream.loop, []).append((stream, output))
         for loop, items in by_loop.items():  # one wake-up per loop and step, not per request
             with contextlib.suppress(RuntimeError):
-                loop.call_soon_threadsafe(_deliver_all, items)
+                loop.call_soon_threadsafe(deliver_all, items)
 
     def _on_death(self, core: int, reason: str) -> None:
         """Reader thread (or shutdown) of `core`: fail the requests in flight. Without
@@ -495,19 +429,25 @@ class AsyncLLM:
         for stream in streams.values():
             stream.put(EngineDeadError(reason))
 
-    def _drop_requests_of(self, core: int) -> list[_Stream]:
+    def _drop_requests_of(self, core: int) -> list[Stream]:
         """Forget `core`'s requests (lock held): their streams, their state in the output
         processor, their load; they are counted as aborted."""
         streams = []
         for request_id in self._cores.requests_of(core):
             stream = self._streams.pop(request_id, None)
-            final = self._output_processor.abort(request_id)
-            self._cores.forget(request_id)
-            if final is not None:
-                self._counters.count_finished(final)
+            self._forget(request_id)
             if stream is not None:
                 streams.append(stream)
         return streams
+
+    def _forget(self, request_id: str) -> Output | None:
+        """Drop an aborted request's output state and its core's load (lock held), counting
+        its final output; returns that output."""
+        final = self._output_processor.abort(request_id)
+        self._cores.forget(request_id)
+        if final is not None:
+            self._counters.count_finished(final)
+        return final
 
     def _restart(self, core: int, reason: str) -> None:
         """A thread of its own: start a new core in place of `core` and put it in service;
