@@ -70,8 +70,10 @@ class VocabParallelEmbedding(nn.Module):
 QUANTIZED_HEAD_MAX_ROWS = 16
 """Rows up to which a head holding both tables reads the quantized one: a few rows are
 bound by reading the table (a quarter or half of the dense bytes); more are bound by the
-matmul, where kernels that dequantize the codes per call lose to the dense table (the
-CPU's: SmolLM2 at 64 sequences, 156 against 218 output tok/s)."""
+matmul, where kernels that dequantize the codes per call (the CPU's native ones above
+12-48 rows, by instruction set) would add that work to the dense table's matmul. Not
+measured apart: SmolLM2's default decode went from 39 to 60-64 tok/s with the head
+quantized (`ci/bench_smollm2_cpu.py`), its 64-sequence row moved within noise."""
 
 
 class ParallelLMHead(nn.Module):
