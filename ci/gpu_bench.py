@@ -22,6 +22,8 @@ L  LoRA: A (Pagoda alone) with 8 rank-16 adapters of every projection spread ove
    requests, beside the same run without LoRA (ci/bench_lora.py)
 S  structured outputs: A (Pagoda alone) with a JSON schema on every request, beside the same
    run without (a stand-in tokenizer with ASCII characters, so JSON can be spelled)
+W  dependent launch: C with bf16, FP8 and INT4 weights, each with programmatic dependent
+   launch off and on (PAGODA_CUDA_DEPENDENT_LAUNCH=0/1), in one run
 V  speculative decoding (ci/bench_speculative.py), each beside no speculation: n-gram
    prompt lookup on the copy-heavy chat workload (the bundled SmolLM2-135M, real weights),
    and one request (128 in, 128 out) of the 8B shape with a Qwen3-0.6B-shape draft of the
@@ -203,24 +205,36 @@ def quantized(out: Path, llama: Path, s: dict) -> list[dict]:
     goals = {"bf16": ("", "baseline"), "fp8": ("fp8", "TPOT <= 2.4 ms"),
              "int4": ("int4", "TPOT <= 1.6 ms")}
     for tag, (q, goal) in goals.items():
-        extra = ["--quantization", q] if q else []
-        result = out / f"QC-{tag}.json"
-        run([*PAGODA, "bench", "latency", str(llama), "--device", "cuda", "--load-format",
-             "dummy", "--dtype", "bfloat16", "--backend", "pagoda", "--batch-size", "1",
-             "--input-len", "128", "--output-len", "128", "--num-iters", "3",
-             "--num-iters-warmup", "1", *extra, "--output-json", str(result)],
-            out / f"QC-{tag}.log")
-        ours = json.loads(result.read_text())["results"]["pagoda"]
-        # The LM head stays bf16; int4 adds a scale and an offset (bf16) per 128 weights.
-        per_weight = {"bf16": 2, "fp8": 1, "int4": 0.5 + 2 * 2 / 128}[tag]
-        head = s["head_params"]
-        bound = ((s["matmul_params"] - head) * per_weight + 2 * head) / PEAK_BYTES_PER_S
-        rows.append({"benchmark": f"C {tag}",
-                     "pagoda TPOT ms": 1e3 * ours["time_per_output_token_s"],
-                     "weights-bound TPOT ms": 1e3 * bound,
-                     "bandwidth roofline": bound / ours["time_per_output_token_s"],
-                     "goal": goal})
+        rows.append(quantized_c(out, llama, s, tag, q, goal))
     return rows
+
+
+def quantized_c(out: Path, llama: Path, s: dict, tag: str, quantization: str, goal: str,
+                env: dict[str, str] | None = None) -> dict:
+    """C with `quantization` ("": bf16) weights, with `env` added to the environment."""
+    extra = ["--quantization", quantization] if quantization else []
+    name = tag + "".join(f"-{k.rpartition('_')[2].lower()}{v}" for k, v in (env or {}).items())
+    result = out / f"QC-{name}.json"
+    run([*PAGODA, "bench", "latency", str(llama), "--device", "cuda", "--load-format",
+         "dummy", "--dtype", "bfloat16", "--backend", "pagoda", "--batch-size", "1",
+         "--input-len", "128", "--output-len", "128", "--num-iters", "3",
+         "--num-iters-warmup", "1", *extra, "--output-json", str(result)],
+        out / f"QC-{name}.log", env={**os.environ, **env} if env else None)
+    ours = json.loads(result.read_text())["results"]["pagoda"]
+    # The LM head stays bf16; int4 adds a scale and an offset (bf16) per 128 weights.
+    per_weight = {"bf16": 2, "fp8": 1, "int4": 0.5 + 2 * 2 / 128}[tag]
+    head = s["head_params"]
+    bound = ((s["matmul_params"] - head) * per_weight + 2 * head) / PEAK_BYTES_PER_S
+    return {"benchmark": f"C {name}", "pagoda TPOT ms": 1e3 * ours["time_per_output_token_s"],
+            "weights-bound TPOT ms": 1e3 * bound,
+            "bandwidth roofline": bound / ours["time_per_output_token_s"], "goal": goal}
+
+
+def dependent_launch(out: Path, llama: Path, s: dict) -> list[dict]:
+    """W: C in bf16, FP8 and INT4 weights with dependent launch off, then on."""
+    return [quantized_c(out, llama, s, tag, q, "report", {"PAGODA_CUDA_DEPENDENT_LAUNCH": pdl})
+            for tag, q in (("bf16", ""), ("fp8", "fp8"), ("int4", "int4"))
+            for pdl in ("0", "1")]
 
 
 def bench_l(out: Path, llama: Path) -> dict:
@@ -443,7 +457,7 @@ def main() -> int:
             "G": lambda: gemv(out, llama), "Q": lambda: quantized(out, llama, s8),
             "M": lambda: [bench_m(out, moe, s30)], "N": lambda: [bench_n(out, moe, s30)],
             "S": lambda: structured(out, s8), "V": lambda: speculative(out, llama),
-            "L": lambda: [bench_l(out, llama)]}
+            "L": lambda: [bench_l(out, llama)], "W": lambda: dependent_launch(out, llama, s8)}
     for key in dict.fromkeys("E" if k == "F" else k for k in wanted):
         try:
             rows += plan[key]()

@@ -8,18 +8,22 @@ Engine options are `pagoda serve`'s (`--max-num-batched-tokens` defaults to 8192
 Adds `--num-seqs` requests of `--input-len` random tokens and steps until every request is
 decoding, timing each prefill step and profiling the second (the first may still compile);
 then times `--steps` decode steps (synchronising the device), profiles a few with
-torch.profiler, and prints the top operators by device and by host time.
+torch.profiler, and prints the top operators by device and by host time. With
+`--lora-adapters N`, request i runs random adapter i % N (rank `--max-lora-rank`, every
+attention and MLP projection; LoRA on with `--max-loras N`).
 """
 
 from __future__ import annotations
 
 import argparse
 import random
+import tempfile
 import time
+from pathlib import Path
 
 from torch.profiler import ProfilerActivity, profile
 
-from pagoda import SamplingParams
+from pagoda import LoRARequest, SamplingParams
 from pagoda.cli.dataclass_args import dataclass_from_args
 from pagoda.cli.engine_args import add_engine_arguments
 from pagoda.config import EngineConfig
@@ -35,12 +39,16 @@ def main() -> None:
     parser.add_argument("--input-len", type=int, default=128)
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--rows", type=int, default=25)
+    parser.add_argument("--lora-adapters", type=int, default=0)
     args = parser.parse_args()
     if args.num_seqs > args.max_num_seqs:
         parser.error(f"--num-seqs {args.num_seqs} needs --max-num-seqs >= {args.num_seqs}")
+    if args.lora_adapters:
+        args.enable_lora, args.max_loras = True, args.lora_adapters
 
     config = dataclass_from_args(EngineConfig, args)
     engine = LLMEngine(config)
+    adapters = _random_adapters(engine.hf_config, args.lora_adapters, args.max_lora_rank)
     platform = resolve_platform(config.device)
     rng = random.Random(0)
     params = SamplingParams(temperature=0.0, max_tokens=args.steps * 3 + 10, ignore_eos=True,
@@ -48,7 +56,8 @@ def main() -> None:
     vocab = engine.hf_config.vocab_size
     for i in range(args.num_seqs):
         prompt = [rng.randrange(3, vocab) for _ in range(args.input_len)]
-        engine.add_request(str(i), {"prompt_token_ids": prompt}, params)
+        engine.add_request(str(i), {"prompt_token_ids": prompt}, params,
+                           lora_request=adapters[i % len(adapters)] if adapters else None)
     activities = [ProfilerActivity.CPU]
     if platform.device_type == "cuda":
         activities.append(ProfilerActivity.CUDA)
@@ -95,6 +104,17 @@ def main() -> None:
         platform.synchronize()
     print(f"== three decode steps of {args.num_seqs} sequences")
     _print_table(prof.key_averages(), platform.device_type, args.rows)
+
+
+def _random_adapters(hf_config: object, count: int, rank: int) -> list[LoRARequest]:
+    import torch
+
+    from pagoda.testing.lora_adapter import write_random_adapter
+
+    root = Path(tempfile.mkdtemp(prefix="profile-lora-"))
+    return [LoRARequest(f"adapter{i}", i + 1, str(write_random_adapter(
+        hf_config, root / f"adapter{i}", rank=rank, seed=i, dtype=torch.bfloat16)))
+        for i in range(count)]
 
 
 def _print_table(averages, device_type: str, rows: int) -> None:

@@ -1,7 +1,8 @@
 """Compile the LoRA kernels' variants for an H100/H200 (sm_90) without a GPU, as
-`compile_sm90.py` does for the others: shrink and expand, bf16 and float32, a tile's rows
-16 and 64 at a time, ranks of one slot part (16) and of a merged layer's three (64). Run as a
-script without TRITON_INTERPRET; one line per variant, non-zero exit on the first failure.
+`compile_sm90.py` does for the others: shrink (K whole and split) and expand, bf16 and
+float32, a tile's rows 16 and 64 at a time, ranks of one slot part (16) and of a merged
+layer's three (64). Run as a script without TRITON_INTERPRET; one line per variant, non-zero
+exit on the first failure.
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ TARGET = GPUTarget("cuda", 90, 32)
 
 def _signature(fn: Any, data: str, consts: dict[str, Any]) -> dict[str, str]:
     return {name: "constexpr" if name in consts else
-            "*i32" if name in ("order_ptr", "tiles_ptr") else data if name.endswith("_ptr") else "i32"
+            "*i32" if name in ("order_ptr", "tiles_ptr") else "*fp32" if name == "part_ptr"
+            else data if name.endswith("_ptr") else "i32"
             for name in fn.arg_names}
 
 
@@ -37,8 +39,11 @@ def main() -> int:
     for data, dot in (("*bf16", tl.bfloat16), ("*fp32", tl.float32)):
         for block_t in (16, 64):
             for block_r in (16, 64):
-                for name, fn, tile in (("shrink", _lora_shrink_kernel, {"BLOCK_K": BLOCK_K}),
-                                       ("expand", _lora_expand_kernel, {"BLOCK_N": BLOCK_N})):
+                for name, fn, tile in (
+                        ("shrink", _lora_shrink_kernel, {"BLOCK_K": BLOCK_K, "NUM_SPLITS": 1}),
+                        ("shrink-split", _lora_shrink_kernel,
+                         {"BLOCK_K": BLOCK_K, "NUM_SPLITS": 4}),
+                        ("expand", _lora_expand_kernel, {"BLOCK_N": BLOCK_N})):
                     consts = dict(TILE=LORA_TILE, BLOCK_T=block_t, BLOCK_R=block_r,
                                   DOT_DTYPE=dot, **tile)
                     label = f"{name} {data[1:]} t{block_t} r{block_r}"

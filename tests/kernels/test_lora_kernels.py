@@ -5,6 +5,7 @@ FACTS.md); on a GPU every dtype is checked."""
 
 from __future__ import annotations
 
+import functools
 import os
 import subprocess
 import sys
@@ -24,8 +25,10 @@ def _dtypes() -> list[torch.dtype]:
 
 
 @pytest.mark.parametrize("dtype", _dtypes(), ids=dtype_name)
-@pytest.mark.parametrize(("op", "impl"), [("lora_shrink", lora_shrink),
-                                          ("lora_expand", lora_expand)])
+@pytest.mark.parametrize(("op", "impl"), [
+    ("lora_shrink", lora_shrink),
+    ("lora_shrink", functools.partial(lora_shrink, num_splits=4)),  # K in parts, then summed
+    ("lora_expand", lora_expand)], ids=["shrink", "shrink-split-k", "expand"])
 def test_kernel_matches_reference(op: str, impl: object, dtype: torch.dtype,
                                   device: str) -> None:
     report = check_op(op, impl, dtype, device=device, seed=5)
@@ -40,7 +43,7 @@ def test_kernels_compile_for_sm90() -> None:
     result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
                             env=env, timeout=300)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert result.stdout.count("ok ") == 16, result.stdout
+    assert result.stdout.count("ok ") == 24, result.stdout
 
 
 def test_engine_with_the_triton_lora_kernels(device: str, tmp_path) -> None:

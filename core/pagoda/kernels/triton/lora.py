@@ -3,12 +3,15 @@ adapter's slot, or none.
 
 The kernels read the step's tokens grouped by slot (`order` and `tiles`, see
 `pagoda.ops.lora_reference.group_by_slot`, computed once per step): a program takes one
-tile, up to 64 tokens of one slot (and, expanding, a block of output features), gathers
-their rows and multiplies them by that slot's weights with `tl.dot`, so each token is
-computed once and tokens of one adapter share its weights in tensor-core products. A
-tile of tokens with no adapter writes zeros (shrink) or copies y (expand). The grids
-depend only on the buffers' shapes, never on the step's slots, so decode graphs capture
-the launches. Steps of up to 64 tokens take a tile's rows 16 at a time.
+tile, up to 64 tokens of one slot, gathers their rows and multiplies them by that slot's
+weights with `tl.dot`, so each token is computed once and tokens of one adapter share its
+weights in tensor-core products. The shrink's programs also split K (a tile's product
+over all of K is a long chain of loads and a step has only ~T/64 + slots tiles: too few
+programs to fill a GPU), their float32 partial sums added in split order by a second
+kernel; the expand's take a block of output features each. A tile of tokens with no
+adapter writes zeros (shrink) or copies y (expand). The grids depend only on the buffers'
+shapes, never on the step's slots, so decode graphs capture the launches. Steps of up to
+64 tokens take a tile's rows 16 at a time.
 """
 
 from __future__ import annotations
@@ -17,23 +20,35 @@ import torch
 import triton
 import triton.language as tl
 
-from pagoda.kernels.triton.common import dot_dtype, pow2
+from pagoda.kernels.triton.common import dot_dtype, parallel_units, pow2
+from pagoda.kernels.triton.gemv import SUM_BLOCK, _sum_splits_kernel
 from pagoda.kernels.triton.launch import DEFAULT_LAUNCH, TritonLaunch
 from pagoda.ops.lora_reference import LORA_TILE, tiles_for
 
 BLOCK_K = 64
 BLOCK_N = 64
+MIN_SPLIT_K = 256
+"""Fewest input features of one shrink program's split of K."""
+PROGRAMS_PER_UNIT = 2
+"""Shrink programs (tiles x splits) the splits aim at per streaming multiprocessor."""
 
 
 @triton.jit
-def _lora_shrink_kernel(out_ptr, x_ptr, a_ptr, order_ptr, tiles_ptr, num_tokens, k, rank,
-                        stride_x, stride_as, stride_ar, stride_out,
+def _lora_shrink_kernel(out_ptr, part_ptr, x_ptr, a_ptr, order_ptr, tiles_ptr, num_tokens, k,
+                        rank, split_len, stride_x, stride_as, stride_ar, stride_out,
                         TILE: tl.constexpr, BLOCK_T: tl.constexpr, BLOCK_R: tl.constexpr,
-                        BLOCK_K: tl.constexpr, DOT_DTYPE: tl.constexpr):
+                        BLOCK_K: tl.constexpr, NUM_SPLITS: tl.constexpr,
+                        DOT_DTYPE: tl.constexpr):
+    """Program (tile, split): the tile's tokens times its slot's A over the split's part of
+    K; into `out` (x's dtype) when K is not split, else float32 partial sums into `part`
+    [NUM_SPLITS, num_tokens, rank]."""
     tile = tl.program_id(0)
+    split = tl.program_id(1)
     slot = tl.load(tiles_ptr + tile * 3)
     first = tl.load(tiles_ptr + tile * 3 + 1)
     count = tl.load(tiles_ptr + tile * 3 + 2)
+    lo = split * split_len
+    hi = tl.minimum(lo + split_len, k)
     r = tl.arange(0, BLOCK_R)
     a_rows = a_ptr + slot * stride_as + r[None, :] * stride_ar
     for r0 in range(0, TILE, BLOCK_T):
@@ -43,15 +58,20 @@ def _lora_shrink_kernel(out_ptr, x_ptr, a_ptr, order_ptr, tiles_ptr, num_tokens,
         acc = tl.zeros((BLOCK_T, BLOCK_R), tl.float32)
         if (slot >= 0) & (r0 < count):
             rows = x_ptr + tok.to(tl.int64)[:, None] * stride_x
-            for k0 in range(0, k, BLOCK_K):
+            for k0 in range(lo, hi, BLOCK_K):
                 kk = k0 + tl.arange(0, BLOCK_K)
-                x = tl.load(rows + kk[None, :], mask=real[:, None] & (kk[None, :] < k),
+                x = tl.load(rows + kk[None, :], mask=real[:, None] & (kk[None, :] < hi),
                             other=0.0).to(DOT_DTYPE)
-                a = tl.load(a_rows + kk[:, None], mask=(r[None, :] < rank) & (kk[:, None] < k),
+                a = tl.load(a_rows + kk[:, None], mask=(r[None, :] < rank) & (kk[:, None] < hi),
                             other=0.0).to(DOT_DTYPE)  # [BLOCK_K, BLOCK_R]: A^T
                 acc = tl.dot(x, a, acc, input_precision="ieee")
-        tl.store(out_ptr + tok.to(tl.int64)[:, None] * stride_out + r[None, :],
-                 acc.to(out_ptr.dtype.element_ty), mask=real[:, None] & (r[None, :] < rank))
+        keep = real[:, None] & (r[None, :] < rank)
+        if NUM_SPLITS == 1:
+            tl.store(out_ptr + tok.to(tl.int64)[:, None] * stride_out + r[None, :],
+                     acc.to(out_ptr.dtype.element_ty), mask=keep)
+        else:
+            tl.store(part_ptr + (split * num_tokens + tok.to(tl.int64))[:, None] * rank
+                     + r[None, :], acc, mask=keep)
 
 
 @triton.jit
@@ -100,19 +120,42 @@ def _row_block(num_tokens: int) -> int:
     return 16 if num_tokens <= LORA_TILE else LORA_TILE
 
 
+def shrink_splits(num_tiles: int, k: int, device: torch.device) -> int:
+    """Parts of K the shrink's programs split it into: enough for `PROGRAMS_PER_UNIT`
+    programs a streaming multiprocessor, each part at least `MIN_SPLIT_K` long."""
+    wanted = -(-PROGRAMS_PER_UNIT * parallel_units(device) // num_tiles)
+    return max(1, min(wanted, k // MIN_SPLIT_K))
+
+
 def lora_shrink(x: torch.Tensor, a: torch.Tensor, slots: torch.Tensor, order: torch.Tensor,
-                tiles: torch.Tensor, *, launch: TritonLaunch = DEFAULT_LAUNCH) -> torch.Tensor:
-    """See `pagoda.ops.reference.lora_shrink`."""
+                tiles: torch.Tensor, *, num_splits: int | None = None,
+                launch: TritonLaunch = DEFAULT_LAUNCH) -> torch.Tensor:
+    """See `pagoda.ops.reference.lora_shrink`. `num_splits`: parts of K (default
+    `shrink_splits`)."""
     num_slots, rank, k = a.shape
     x, a = x.contiguous(), a.contiguous()
     order, tiles = order.to(torch.int32).contiguous(), tiles.to(torch.int32).contiguous()
-    out = torch.empty(x.shape[0], rank, dtype=x.dtype, device=x.device)
-    if x.shape[0]:
-        _lora_shrink_kernel[(_num_tiles(x.shape[0], num_slots, tiles),)](
-            out, x, a, order, tiles, x.shape[0], k, rank, x.stride(0), a.stride(0),
-            a.stride(1), out.stride(0), TILE=LORA_TILE, BLOCK_T=_row_block(x.shape[0]),
-            BLOCK_R=pow2(rank, 16), BLOCK_K=BLOCK_K,
-            DOT_DTYPE=dot_dtype(x.dtype, _lora_shrink_kernel), **launch.gemv.kwargs())
+    num_tokens = x.shape[0]
+    out = torch.empty(num_tokens, rank, dtype=x.dtype, device=x.device)
+    if not num_tokens:
+        return out
+    num_tiles = _num_tiles(num_tokens, num_slots, tiles)
+    wanted = num_splits or shrink_splits(num_tiles, k, x.device)
+    split_len = triton.cdiv(triton.cdiv(k, wanted), BLOCK_K) * BLOCK_K
+    splits = triton.cdiv(k, split_len)
+    part = (torch.empty(splits, num_tokens, rank, dtype=torch.float32, device=x.device)
+            if splits > 1 else out)
+    _lora_shrink_kernel[(num_tiles, splits)](
+        out, part, x, a, order, tiles, num_tokens, k, rank, split_len, x.stride(0),
+        a.stride(0), a.stride(1), out.stride(0), TILE=LORA_TILE,
+        BLOCK_T=_row_block(num_tokens), BLOCK_R=pow2(rank, 16), BLOCK_K=BLOCK_K,
+        NUM_SPLITS=splits, DOT_DTYPE=dot_dtype(x.dtype, _lora_shrink_kernel),
+        **launch.gemv.kwargs())
+    if splits > 1:  # out [T, R] and each split's part [T, R]: one row of T x R sums
+        width = num_tokens * rank
+        _sum_splits_kernel[(1, triton.cdiv(width, SUM_BLOCK))](
+            out, part, out, 1, width, 0, HAS_BIAS=False, NUM_SPLITS=splits, BLOCK=SUM_BLOCK,
+            PDL=False, **launch.elementwise.kwargs())
     return out
 
 
