@@ -3,7 +3,7 @@
 Decodes (one query token) of a step run in one call of pagoda-cpu's native kernel
 (`pagoda_cpu.csrc`: float32 and bfloat16 caches, head sizes a multiple of 16 up to 256),
 else as one gather and two matmuls with GQA grouping (no head expansion); prefills and
-prefill chunks go one sequence at a time through PyTorch's fused SDPA, which is
+prefill chunks go one sequence at a time through PyTorch's flash SDPA kernel, which is
 compute-bound anyway.
 
 An fp8 cache is written through a uint8 view (PyTorch's CPU index_copy takes no float8)
@@ -162,11 +162,13 @@ def _prefill(
     logits_soft_cap: float | None,
     kv_scales: torch.Tensor | None,
 ) -> torch.Tensor:
+    """One sequence's chunk of `q` query tokens, the last of its `seq_len`. SDPA gets
+    4-D [1, heads, tokens, D] inputs and the kv heads as they are (`enable_gqa`): PyTorch's
+    CPU flash kernel takes only 4-D inputs (3-D ones fall back to its math path, ~6x slower
+    for 512 tokens), masks included."""
     q_len, num_heads, _ = query.shape
     group = num_heads // kv_cache.shape[3]
     k, v = _gather(kv_cache, table, seq_len, kv_scales, query.dtype)  # [S, K, D]
-    if group > 1:
-        k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
     mask = None
     if sliding_window is not None or q_len != seq_len or logits_soft_cap is not None:
         q_pos = torch.arange(seq_len - q_len, seq_len)[:, None]
@@ -174,15 +176,18 @@ def _prefill(
         mask = k_pos <= q_pos
         if sliding_window is not None:
             mask &= k_pos > q_pos - sliding_window
-    q, k, v = query.transpose(0, 1), k.transpose(0, 1), v.transpose(0, 1)  # [H, *, D]
+    q, k, v = query.transpose(0, 1), k.transpose(0, 1), v.transpose(0, 1)  # [heads, *, D]
     if logits_soft_cap is not None:  # SDPA cannot cap the scores: attend explicitly, in f32
+        if group > 1:
+            k, v = k.repeat_interleave(group, dim=0), v.repeat_interleave(group, dim=0)
         scores = _soft_capped(torch.matmul(q.float(), k.float().transpose(1, 2)) * scale,
                               logits_soft_cap)
         probs = scores.masked_fill_(~mask, float("-inf")).softmax(dim=-1)
         return torch.matmul(probs, v.float()).to(q.dtype).transpose(0, 1)
-    out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=mask is None,
-                                         scale=scale)
-    return out.transpose(0, 1)
+    out = F.scaled_dot_product_attention(q[None], k[None], v[None], attn_mask=mask,
+                                         is_causal=mask is None, scale=scale,
+                                         enable_gqa=group > 1)
+    return out[0].transpose(0, 1)
 
 
 def _soft_capped(scores: torch.Tensor, cap: float | None) -> torch.Tensor:
