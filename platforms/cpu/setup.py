@@ -26,6 +26,11 @@ ISA_SOURCES = {
 """Each build's source and flags (off x86 the AVX files compile to empty stubs)."""
 HEADERS = ["csrc/kernels.h", "csrc/kernels.inc", "csrc/vec.h"]
 FLAGS = ["-O3", "-g0", "-ffp-contract=fast", "-std=c++17"]
+OPENMP = ["-fopenmp"]
+"""ops.cpp only: ATen's parallel_for is a header template that splits work across
+threads only where the including file is compiled with OpenMP (without it, every native
+kernel ran on one thread). Not linked: the OpenMP calls resolve to the runtime PyTorch
+loads (its own libgomp), so the kernels share PyTorch's thread pool and thread count."""
 
 
 def _extensions() -> tuple[list, dict]:
@@ -52,7 +57,7 @@ def _extensions() -> tuple[list, dict]:
             except Exception as e:  # noqa: BLE001 - any build failure: no native kernels
                 print(f"pagoda-cpu: native kernels not built ({e})", file=sys.stderr)
 
-    ext = CppExtension("pagoda_cpu._C", ["csrc/ops.cpp"], extra_compile_args=FLAGS,
+    ext = CppExtension("pagoda_cpu._C", ["csrc/ops.cpp"], extra_compile_args=FLAGS + OPENMP,
                        depends=HEADERS + list(ISA_SOURCES), optional=True)
     return [ext], {"build_ext": OptionalBuild}
 

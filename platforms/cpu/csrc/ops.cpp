@@ -3,6 +3,7 @@
 #include <torch/extension.h>
 
 #include <algorithm>
+#include <atomic>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -31,6 +32,15 @@ void set_isa(const std::string& isa) {
 }
 
 std::string isa() { return active ? active->isa : ""; }
+
+// How many tasks at::parallel_for splits [0, n) into at this grain: more than one where
+// PyTorch has several threads, if this file was built with the threading it needs
+// (setup.py's OPENMP); the tests check it.
+int64_t parallel_tasks(int64_t n, int64_t grain) {
+  std::atomic<int64_t> tasks{0};
+  at::parallel_for(0, n, grain, [&](int64_t, int64_t) { ++tasks; });
+  return tasks.load();
+}
 
 const Kernels& kernels() {
   TORCH_CHECK(active != nullptr, "pagoda_cpu._C: set_isa() was not called");
@@ -260,6 +270,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("has_isa", &has_isa, "whether this build has kernels for an instruction set");
   m.def("set_isa", &set_isa, "use the kernels of an instruction set from now on");
   m.def("isa", &isa, "the instruction set in use ('' before set_isa)");
+  m.def("parallel_tasks", &parallel_tasks, "tasks at::parallel_for makes of [0, n)");
   m.def("woq_gemv", &woq_gemv, "x [M, K] times a packed 4/8-bit weight^T (+ bias): float32",
         py::arg("x"), py::arg("codes"), py::arg("scales"), py::arg("offsets"),
         py::arg("bits"), py::arg("bias") = py::none());

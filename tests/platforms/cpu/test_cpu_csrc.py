@@ -103,6 +103,25 @@ def test_woq_kernel_paths(bits: int, group: int, rows: int | str, isa: str) -> N
     torch.testing.assert_close(dense, weight.dequantize(), rtol=1e-6, atol=1e-6)  # fused
 
 
+def test_kernels_split_their_work_across_pytorchs_threads() -> None:
+    """The build runs ATen's parallel_for on PyTorch's threads (not one thread: setup.py's
+    OPENMP), and a GEMV split across them gives the single-thread result exactly."""
+    weight = group_weight(torch.randn(1100, 256, generator=torch.Generator().manual_seed(0)),
+                          4, 32, symmetric=False)
+    prepared = csrc_ops.prepare_woq(weight, torch.float32)
+    x = torch.randn(3, 256)
+    threads = torch.get_num_threads()
+    try:
+        results = {}
+        for n in (1, 2):
+            torch.set_num_threads(n)
+            assert C.parallel_tasks(1000, 10) == n
+            results[n] = csrc_ops.woq_linear(x, prepared)
+    finally:
+        torch.set_num_threads(threads)
+    assert torch.equal(results[1], results[2])
+
+
 def test_4bit_packing_is_ggufs_block_layout() -> None:
     """A Q4_0 block's 16 bytes (low nibbles: inputs 0-15, high: 16-31) are the packed codes."""
     raw = np.random.default_rng(0).integers(0, 256, (3, 2, 16), dtype=np.uint8)
