@@ -5,7 +5,7 @@ times a power of two inputs (GGUF Q4_0 / Q4_1 / Q8_0, GPTQ / AWQ / compressed-te
 groups of 32 .. 128) stay packed (4 bits: two codes a byte), in any activation dtype. Up
 to GEMV_MAX_ROWS rows (decode) the kernel dequantizes in registers and sums in float32
 (as exact as the reference); more rows (prefill) dequantize the weight for the call and
-run PyTorch's matmul in the dense dtype `pagoda_cpu.quant_ops` picks for the activations.
+run `pagoda_cpu.ops.linear` in the dense dtype `pagoda_cpu.quant_ops` picks for the activations.
 Other weights (other bit widths or group sizes) are `pagoda_cpu.quant_ops`' as before.
 
 Against PyTorch's int4 kernel (`quant_ops`' choice for 4-bit weights and bfloat16
@@ -20,11 +20,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-import torch.nn.functional as F
 
 from pagoda.quant.tensors import GroupQuantWeight
 from pagoda_cpu import quant_ops
 from pagoda_cpu.csrc import native
+from pagoda_cpu.ops import linear
 
 BLOCK = 32
 """The kernel's block of inputs: group sizes must be multiples of it."""
@@ -109,5 +109,5 @@ def woq_linear(x: torch.Tensor, weight: PackedWoqWeight | quant_ops.CpuQuantWeig
     else:
         dense = weight.dense_dtype
         w = kernels.woq_dequantize(weight.codes, weight.scales, weight.offsets, weight.bits)
-        y = F.linear(flat.to(dense), w.to(dense), None if bias is None else bias.to(dense))
+        y = linear(flat.to(dense), w.to(dense), None if bias is None else bias.to(dense))
     return y.to(x.dtype).view(*x.shape[:-1], y.shape[-1])

@@ -6,7 +6,8 @@ from pagoda.plugins import AttentionBackendSpec, KernelProvider, PlatformPlugin
 from pagoda_cpu import __version__
 
 PLATFORM = "cpu"
-CPU_DENSE_OPS = ("rms_norm", "fused_add_rms_norm", "silu_and_mul", "gelu_and_mul", "fused_moe")
+CPU_DENSE_OPS = ("linear", "rms_norm", "fused_add_rms_norm", "silu_and_mul", "gelu_and_mul",
+                 "fused_moe")
 """Core ops with a CPU-specific implementation; core's references serve the others."""
 CPU_QUANT_OPS = ("fp8_linear", "int8_linear", "woq_linear")
 """The quantized linears, offered only through these providers (`pagoda_cpu.quant_ops`)."""

@@ -10,6 +10,7 @@ import torch
 import torch.nn.functional as F
 
 from pagoda.quant.tensors import INT8_MAX, Int8Weight, per_token_scale, quantize_int8
+from pagoda_cpu.ops import linear
 
 INT4_GROUPS = (256, 128, 64, 32)
 """The group sizes `_weight_int4pack_mm_for_cpu` accepts, largest first."""
@@ -26,7 +27,7 @@ class DenseLayout:
     def apply(self, flat: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
         w = self.weight
         b = None if bias is None else bias.to(w.dtype)
-        return F.linear(flat.to(w.dtype), w, b)
+        return linear(flat.to(w.dtype), w, b)
 
 
 class Int4Layout:
