@@ -183,7 +183,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3, help="median of this many runs")
     parser.add_argument("--threads", type=int, default=torch.get_num_threads())
-    parser.add_argument("--skip", default="", help="comma list: hf, llama.cpp, quant")
+    parser.add_argument("--skip", default="",
+                        help="comma list: hf, llama.cpp, quant, dense (the two dequantized "
+                             "Pagoda rows)")
     parser.add_argument("--output-json", default=None)
     args = parser.parse_args()
     skip = set(filter(None, args.skip.split(",")))
@@ -191,11 +193,13 @@ def main() -> None:
     from pagoda.model_source import resolve_model
 
     path = resolve_model("smollm2-135m-instruct").path
-    runners: list[Any] = [
-        PagodaRunner("pagoda (default settings)"),
-        PagodaRunner("pagoda (float32, dequantized)", dtype="float32", quantization="none"),
-        PagodaRunner("pagoda (bfloat16, dequantized)", dtype="bfloat16", quantization="none"),
-    ]
+    runners: list[Any] = [PagodaRunner("pagoda (default settings)")]
+    if "dense" not in skip:
+        runners += [
+            PagodaRunner("pagoda (float32, dequantized)", dtype="float32", quantization="none"),
+            PagodaRunner("pagoda (bfloat16, dequantized)", dtype="bfloat16",
+                         quantization="none"),
+        ]
     if "quant" not in skip:
         # bfloat16 activations: PyTorch's int4 kernel where bf16 is native, else the native GEMV.
         runners.append(PagodaRunner("pagoda (Q4/Q8_0 kept, bfloat16)",
