@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstring>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -217,11 +218,49 @@ std::tuple<at::Tensor, at::Tensor> rotary_embedding(const at::Tensor& positions,
   return {rotate(args, query), rotate(args, key)};
 }
 
+// Writes each token's key and value [T, KVH, D] (heads contiguous, any token stride) into
+// its slot of kv_cache [2, blocks, block_size, KVH, D] (same dtype); slot -1: not cached.
+void write_cache(const at::Tensor& key, const at::Tensor& value, const at::Tensor& kv_cache,
+                 const at::Tensor& slot_mapping) {
+  const int64_t kv_heads = kv_cache.size(3), d = kv_cache.size(4);
+  for (const at::Tensor* t : {&key, &value})
+    TORCH_CHECK(t->scalar_type() == kv_cache.scalar_type() && t->dim() == 3 &&
+                    t->size(0) == slot_mapping.numel() && t->size(1) == kv_heads &&
+                    t->size(2) == d && t->stride(2) == 1 && t->stride(1) == d,
+                "decode_attention: key and value must be [T, ", kv_heads, ", ", d,
+                "] in the cache's dtype, one slot per token");
+  TORCH_CHECK(slot_mapping.scalar_type() == at::kLong && slot_mapping.dim() == 1,
+              "decode_attention: slot_mapping must be int64 [T]");
+  const int64_t slots = kv_cache.size(1) * kv_cache.size(2), row = kv_heads * d;
+  const int64_t bytes = row * kv_cache.element_size();
+  const int64_t* sp = slot_mapping.data_ptr<int64_t>();
+  const int64_t sstride = slot_mapping.stride(0);
+  char* keys = static_cast<char*>(kv_cache.data_ptr());
+  char* values = keys + slots * bytes;
+  const char* kp = static_cast<const char*>(key.data_ptr());
+  const char* vp = static_cast<const char*>(value.data_ptr());
+  const int64_t kstride = key.stride(0) * key.element_size();
+  const int64_t vstride = value.stride(0) * value.element_size();
+  for (int64_t t = 0; t < slot_mapping.numel(); ++t) {
+    const int64_t slot = sp[t * sstride];
+    if (slot < 0) continue;
+    TORCH_CHECK(slot < slots, "decode_attention: slot ", slot, " is outside the cache (",
+                slots, " slots)");
+    std::memcpy(keys + slot * bytes, kp + t * kstride, bytes);
+    std::memcpy(values + slot * bytes, vp + t * vstride, bytes);
+  }
+}
+
 // One query token per sequence against the paged cache (see DecodeAttentionArgs):
 // query [B, H, D] and kv_cache [2, blocks, block_size, KVH, D] in float32 or bfloat16.
+// With key, value and slot_mapping, the step's keys and values are written first (a
+// decode step's whole attention in one call: see write_cache).
 at::Tensor decode_attention(const at::Tensor& query, const at::Tensor& kv_cache,
                             const at::Tensor& block_tables, const at::Tensor& seq_lens,
-                            double scale, int64_t sliding_window, double soft_cap) {
+                            double scale, int64_t sliding_window, double soft_cap,
+                            const std::optional<at::Tensor>& key,
+                            const std::optional<at::Tensor>& value,
+                            const std::optional<at::Tensor>& slot_mapping) {
   const auto st = query.scalar_type();
   TORCH_CHECK((st == at::kFloat || st == at::kBFloat16) && kv_cache.scalar_type() == st,
               "decode_attention: query and cache must both be float32 or bfloat16");
@@ -234,21 +273,31 @@ at::Tensor decode_attention(const at::Tensor& query, const at::Tensor& kv_cache,
   TORCH_CHECK(d % 16 == 0 && d <= 256 && heads % kv_heads == 0,
               "decode_attention: head size a multiple of 16 up to 256, heads a multiple of "
               "KV heads");
+  TORCH_CHECK(key.has_value() == value.has_value() && key.has_value() == slot_mapping.has_value(),
+              "decode_attention: key, value and slot_mapping come together");
+  if (key.has_value()) write_cache(*key, *value, kv_cache, *slot_mapping);
   const at::Tensor q = query.contiguous();
   const at::Tensor tables = block_tables.to(at::kInt).contiguous();
-  const at::Tensor lens = seq_lens.to(at::kLong).contiguous();
-  TORCH_CHECK(tables.dim() == 2 && tables.size(0) == batch && lens.numel() == batch,
+  TORCH_CHECK(tables.dim() == 2 && tables.size(0) == batch && seq_lens.numel() == batch &&
+                  seq_lens.dim() == 1,
               "decode_attention: one block table row and length per sequence");
-  const int64_t* lp = lens.data_ptr<int64_t>();
+  std::vector<int64_t> lens(batch);
+  if (seq_lens.scalar_type() == at::kInt) {  // the step metadata's own: no conversion
+    const int32_t* lp = seq_lens.data_ptr<int32_t>();
+    for (int64_t b = 0; b < batch; ++b) lens[b] = lp[b * seq_lens.stride(0)];
+  } else {
+    const at::Tensor l64 = seq_lens.to(at::kLong).contiguous();
+    std::copy(l64.data_ptr<int64_t>(), l64.data_ptr<int64_t>() + batch, lens.begin());
+  }
   int64_t longest = 1;
   for (int64_t b = 0; b < batch; ++b) {
-    TORCH_CHECK(lp[b] >= 1 && lp[b] <= tables.size(1) * kv_cache.size(2),
-                "decode_attention: sequence length ", lp[b], " outside its block table");
-    longest = std::max(longest, lp[b]);
+    TORCH_CHECK(lens[b] >= 1 && lens[b] <= tables.size(1) * kv_cache.size(2),
+                "decode_attention: sequence length ", lens[b], " outside its block table");
+    longest = std::max(longest, lens[b]);
   }
   at::Tensor out = at::empty_like(q);
   const DecodeAttentionArgs args{q.data_ptr(), kv_cache.data_ptr(), tables.data_ptr<int32_t>(),
-                                 lp, out.data_ptr(), tables.size(1), kv_cache.size(1),
+                                 lens.data(), out.data_ptr(), tables.size(1), kv_cache.size(1),
                                  kv_cache.size(2), kv_heads, heads, d, float(scale),
                                  float(soft_cap), sliding_window};
   const Kernels& kern = kernels();
@@ -279,6 +328,11 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("silu_and_mul", &silu_and_mul, "core's silu_and_mul");
   m.def("rotary_embedding", &rotary_embedding, "core's rotary_embedding");
   m.def("decode_attention", &decode_attention,
-        "one query token per sequence against its paged KV cache (grouped-query)");
+        "one query token per sequence against its paged KV cache (grouped-query), after "
+        "writing the step's keys and values where given",
+        py::arg("query"), py::arg("kv_cache"), py::arg("block_tables"), py::arg("seq_lens"),
+        py::arg("scale"), py::arg("sliding_window"), py::arg("soft_cap"),
+        py::arg("key") = py::none(), py::arg("value") = py::none(),
+        py::arg("slot_mapping") = py::none());
   m.def("woq_dequantize", &woq_dequantize, "a packed 4/8-bit weight as float32 [N, K]");
 }

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from pagoda.attention import FP8_KV_CACHE_DTYPE, AttentionBackend, AttentionImpl, AttentionMetadata
-from pagoda_cpu.paged_attention import paged_attention, write_kv_cache
+from pagoda_cpu.paged_attention import decode_step, paged_attention, write_kv_cache
 
 
 class CpuSdpaAttentionImpl(AttentionImpl):
@@ -19,6 +19,11 @@ class CpuSdpaAttentionImpl(AttentionImpl):
         *,
         kv_scales: torch.Tensor | None = None,
     ) -> torch.Tensor:
+        if kv_scales is None:
+            out = decode_step(query, key, value, kv_cache, metadata, self.scale,
+                              self.sliding_window, self.logits_soft_cap)
+            if out is not None:
+                return out
         write_kv_cache(key, value, kv_cache, metadata.slot_mapping, kv_scales)
         return paged_attention(
             query, kv_cache, metadata.block_tables, metadata.query_start_loc_cpu,

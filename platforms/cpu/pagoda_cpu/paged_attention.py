@@ -4,7 +4,8 @@ Decodes (one query token) of a step run in one call of pagoda-cpu's native kerne
 (`pagoda_cpu.csrc`: float32 and bfloat16 caches, head sizes a multiple of 16 up to 256),
 else as one gather and two matmuls with GQA grouping (no head expansion); prefills and
 prefill chunks go one sequence at a time through PyTorch's flash SDPA kernel, which is
-compute-bound anyway.
+compute-bound anyway. A step of decodes only, where the native kernel takes it, is one
+call per layer: the cache write and the attention (`decode_step`).
 
 An fp8 cache is written through a uint8 view (PyTorch's CPU index_copy takes no float8)
 and dequantized into the query's dtype as it is gathered.
@@ -15,9 +16,34 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from pagoda.attention.backend import FP8_KV_CACHE_DTYPE
+from pagoda.attention.backend import FP8_KV_CACHE_DTYPE, AttentionMetadata
 from pagoda.attention.reference import quantize_fp8
 from pagoda_cpu.csrc import native
+
+
+def decode_step(
+    query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, kv_cache: torch.Tensor,
+    metadata: AttentionMetadata, scale: float, sliding_window: int | None,
+    logits_soft_cap: float | None,
+) -> torch.Tensor | None:
+    """A step of one query token per sequence in one native call, which writes the
+    step's keys and values (slot -1: skipped, others bounds-checked) and attends; None
+    where the step or the dtypes are not that kernel's (the caller takes the general path).
+    Per layer, this replaces the host check of the slot mapping, two index copies, the
+    output's copy and the lengths' conversion."""
+    kernels = native()
+    if (kernels is None or metadata.max_query_len != 1
+            or metadata.num_tokens != metadata.num_seqs
+            or not query.dtype == key.dtype == value.dtype == kv_cache.dtype
+            or query.dtype not in _NATIVE_DECODE_DTYPES
+            or query.shape[-1] % 16 or query.shape[-1] > 256):
+        return None
+    return kernels.decode_attention(query, kv_cache, metadata.block_tables, metadata.seq_lens,
+                                    scale, sliding_window or 0, logits_soft_cap or 0.0, key,
+                                    value, metadata.slot_mapping)
+
+
+_NATIVE_DECODE_DTYPES = (torch.float32, torch.bfloat16)
 
 
 def write_kv_cache(
@@ -112,7 +138,7 @@ def _decode(
     head_size = query.shape[-1]
     kernels = native()
     if (kernels is not None and kv_scales is None and query.dtype == kv_cache.dtype
-            and query.dtype in (torch.float32, torch.bfloat16)
+            and query.dtype in _NATIVE_DECODE_DTYPES
             and head_size % 16 == 0 and head_size <= 256):
         return kernels.decode_attention(query, kv_cache, tables, torch.tensor(seq_lens), scale,
                                         sliding_window or 0, logits_soft_cap or 0.0)
