@@ -98,10 +98,15 @@ def prepare_woq(weight: GroupQuantWeight, dtype: torch.dtype, *,
 
 def woq_linear(x: torch.Tensor, weight: PackedWoqWeight | quant_ops.CpuQuantWeight,
                bias: torch.Tensor | None = None) -> torch.Tensor:
-    if not isinstance(weight, PackedWoqWeight):
+    if type(weight) is not PackedWoqWeight:
         return quant_ops.woq_linear(x, weight, bias)
     kernels = native()
     assert kernels is not None  # prepare packs only where the kernels run
+    if x.dtype == torch.float32 and x.dim() == 2 and x.shape[0] <= weight.gemv_max_rows:
+        # A decode step's linears, four a layer: straight to the kernel, whose float32
+        # [rows, N] is the answer as it is (no reshape, conversion or view around it).
+        return kernels.woq_gemv(x, weight.codes, weight.scales, weight.offsets, weight.bits,
+                                bias)
     flat = x.reshape(-1, x.shape[-1])
     if flat.shape[0] <= weight.gemv_max_rows:
         y = kernels.woq_gemv(flat, weight.codes, weight.scales, weight.offsets, weight.bits,
