@@ -186,9 +186,12 @@ def main() -> None:
     parser.add_argument("--skip", default="",
                         help="comma list: hf, llama.cpp, quant, dense (the two dequantized "
                              "Pagoda rows)")
+    parser.add_argument("--concurrent", default="16,64",
+                        help="comma list of the concurrent-prompt columns to run")
     parser.add_argument("--output-json", default=None)
     args = parser.parse_args()
     skip = set(filter(None, args.skip.split(",")))
+    concurrent = [int(n) for n in args.concurrent.split(",") if n]
 
     from pagoda.model_source import resolve_model
 
@@ -220,7 +223,7 @@ def main() -> None:
                 args.runs,
                 lambda i, r=runner: r.prefill(_prompts(1, PREFILL_LEN, vocab, 200 + i)[0])),
         }
-        for n in (16, 64):
+        for n in concurrent:
             row[f"concurrent_{n}_out_tok_s"] = _median_of(
                 max(1, args.runs - 1),
                 lambda i, r=runner, n=n: r.concurrent(
@@ -228,10 +231,10 @@ def main() -> None:
         results[runner.name] = row
         print(runner.name, {k: round(v, 1) for k, v in row.items()}, flush=True)
 
-    keys = ["decode_tok_s", "prefill_512_tok_s", "concurrent_16_out_tok_s",
-            "concurrent_64_out_tok_s"]
-    print("\n| engine | decode 1 stream (tok/s) | prefill 512 (tok/s) | 16 × 128 out (tok/s) "
-          "| 64 × 128 out (tok/s) |\n| --- | --- | --- | --- | --- |")
+    keys = ["decode_tok_s", "prefill_512_tok_s", *(f"concurrent_{n}_out_tok_s" for n in concurrent)]
+    print("\n| engine | decode 1 stream (tok/s) | prefill 512 (tok/s) | "
+          + "".join(f"{n} × 128 out (tok/s) | " for n in concurrent)
+          + "\n|" + " --- |" * len(keys) + " --- |")
     for name, row in results.items():
         print(f"| {name} | " + " | ".join(f"{row[k]:.1f}" for k in keys) + " |")
     if args.output_json:
