@@ -232,9 +232,9 @@ def main() -> None:
         print(runner.name, {k: round(v, 1) for k, v in row.items()}, flush=True)
 
     keys = ["decode_tok_s", "prefill_512_tok_s", *(f"concurrent_{n}_out_tok_s" for n in concurrent)]
-    print("\n| engine | decode 1 stream (tok/s) | prefill 512 (tok/s) | "
-          + "".join(f"{n} × 128 out (tok/s) | " for n in concurrent)
-          + "\n|" + " --- |" * len(keys) + " --- |")
+    columns = ["engine", "decode 1 stream (tok/s)", "prefill 512 (tok/s)",
+               *(f"{n} × 128 out (tok/s)" for n in concurrent)]
+    print("\n| " + " | ".join(columns) + " |\n|" + " --- |" * len(columns))
     for name, row in results.items():
         print(f"| {name} | " + " | ".join(f"{row[k]:.1f}" for k in keys) + " |")
     if args.output_json:
