@@ -48,6 +48,25 @@ const Kernels& kernels() {
   return *active;
 }
 
+// `t` in dtype `st`, contiguous, without a dispatched call where it already is (a decode
+// step makes ~10 native calls a layer: each PyTorch call around them costs as much as
+// the kernel of a one-row norm).
+at::Tensor dense(const at::Tensor& t, at::ScalarType st) {
+  if (t.scalar_type() == st && t.is_contiguous()) return t;
+  return t.to(st).contiguous();
+}
+
+// `t` as dtype `st` (itself where it already is).
+at::Tensor as_type(const at::Tensor& t, at::ScalarType st) {
+  return t.scalar_type() == st ? t : t.to(st);
+}
+
+// `out` [rows, d] as x's shape and dtype (itself for a 2-D x of its dtype).
+at::Tensor like_x(const at::Tensor& out, const at::Tensor& x, at::IntArrayRef shape) {
+  if (x.dim() == 2 && out.scalar_type() == x.scalar_type()) return out;
+  return out.view(shape).to(x.scalar_type());
+}
+
 WoqWeight woq_weight(const at::Tensor& codes, const at::Tensor& scales,
                      const at::Tensor& offsets, int64_t bits) {
   TORCH_CHECK(bits == 4 || bits == 8, "woq: bits must be 4 or 8, not ", bits);
@@ -78,11 +97,11 @@ at::Tensor woq_gemv(const at::Tensor& x, const at::Tensor& codes, const at::Tens
                     const std::optional<at::Tensor>& bias) {
   const WoqWeight w = woq_weight(codes, scales, offsets, bits);
   TORCH_CHECK(x.dim() == 2 && x.size(1) == w.k, "woq: x must be [M, ", w.k, "]");
-  const at::Tensor x32 = x.to(at::kFloat).contiguous();
+  const at::Tensor x32 = dense(x, at::kFloat);
   at::Tensor b32;
   if (bias.has_value() && bias->defined()) {
     TORCH_CHECK(bias->numel() == w.n, "woq: bias must have ", w.n, " entries");
-    b32 = bias->to(at::kFloat).contiguous();
+    b32 = dense(*bias, at::kFloat);
   }
   at::Tensor y = at::empty({x.size(0), w.n}, x32.options());
   const Kernels& kern = kernels();
@@ -115,7 +134,8 @@ Dtype kernel_dtype(const at::Tensor& x) {
 }
 
 at::Tensor rows2d(const at::Tensor& x, at::ScalarType dtype) {
-  at::Tensor t = x.to(dtype).reshape({-1, x.size(-1)});
+  at::Tensor t = as_type(x, dtype);
+  if (t.dim() != 2) t = t.reshape({-1, x.size(-1)});
   return t.stride(1) == 1 ? t : t.contiguous();
 }
 
@@ -138,7 +158,7 @@ std::tuple<at::Tensor, at::Tensor> add_rms_norm(const at::Tensor& x,
     r2 = rows2d(*residual, st);
     summed = at::empty(x2.sizes(), x2.options());
   }
-  const at::Tensor w = weight.to(at::kFloat).contiguous();
+  const at::Tensor w = dense(weight, at::kFloat);
   TORCH_CHECK(w.numel() == d, "rms_norm: weight must have ", d, " entries");
   at::Tensor out = at::empty(x2.sizes(), x2.options());
   const Kernels& kern = kernels();
@@ -148,8 +168,8 @@ std::tuple<at::Tensor, at::Tensor> add_rms_norm(const at::Tensor& x,
                   r2.defined() ? r2.stride(0) : 0, w.data_ptr<float>(), float(eps), d,
                   out.data_ptr(), summed.defined() ? summed.data_ptr() : nullptr, r0, r1);
   });
-  out = out.view(x.sizes()).to(x.scalar_type());
-  if (summed.defined()) summed = summed.view(x.sizes()).to(x.scalar_type());
+  out = like_x(out, x, x.sizes());
+  if (summed.defined()) summed = like_x(summed, x, x.sizes());
   return {out, summed};
 }
 
@@ -175,14 +195,14 @@ at::Tensor silu_and_mul(const at::Tensor& x) {
   });
   std::vector<int64_t> shape(x.sizes().begin(), x.sizes().end());
   shape.back() = d;
-  return out.view(shape).to(x.scalar_type());
+  return like_x(out, x, shape);
 }
 
 // x [T, heads, head_size] (heads contiguous within a token) rotated into a new tensor.
 at::Tensor rotate(const RotaryArgs& args, const at::Tensor& x) {
   TORCH_CHECK(x.dim() == 3 && x.size(2) == args.head_size, "rotary_embedding: query and key "
               "must be [T, heads, ", args.head_size, "]");
-  at::Tensor xt = x.to(kernel_scalar_type(x));
+  at::Tensor xt = as_type(x, kernel_scalar_type(x));
   if (xt.stride(2) != 1 || xt.stride(1) != args.head_size) xt = xt.contiguous();
   at::Tensor out = at::empty(xt.sizes(), xt.options());
   const Kernels& kern = kernels();
@@ -191,7 +211,7 @@ at::Tensor rotate(const RotaryArgs& args, const at::Tensor& x) {
   at::parallel_for(0, xt.size(0), row_grain(heads * args.head_size), [&](int64_t r0, int64_t r1) {
     kern.rotary(dt, args, xt.data_ptr(), xt.stride(0), heads, out.data_ptr(), r0, r1);
   });
-  return out.to(x.scalar_type());
+  return as_type(out, x.scalar_type());
 }
 
 std::tuple<at::Tensor, at::Tensor> rotary_embedding(const at::Tensor& positions,
@@ -199,7 +219,7 @@ std::tuple<at::Tensor, at::Tensor> rotary_embedding(const at::Tensor& positions,
                                                     const at::Tensor& key,
                                                     const at::Tensor& cos_sin_cache,
                                                     bool is_neox) {
-  const at::Tensor pos = positions.to(at::kLong).contiguous();
+  const at::Tensor pos = dense(positions, at::kLong);
   const int64_t* p = pos.data_ptr<int64_t>();
   for (int64_t i = 0; i < pos.numel(); ++i)
     TORCH_CHECK(p[i] >= 0 && p[i] < cos_sin_cache.size(0), "rotary_embedding: position ", p[i],
@@ -277,7 +297,7 @@ at::Tensor decode_attention(const at::Tensor& query, const at::Tensor& kv_cache,
               "decode_attention: key, value and slot_mapping come together");
   if (key.has_value()) write_cache(*key, *value, kv_cache, *slot_mapping);
   const at::Tensor q = query.contiguous();
-  const at::Tensor tables = block_tables.to(at::kInt).contiguous();
+  const at::Tensor tables = dense(block_tables, at::kInt);
   TORCH_CHECK(tables.dim() == 2 && tables.size(0) == batch && seq_lens.numel() == batch &&
                   seq_lens.dim() == 1,
               "decode_attention: one block table row and length per sequence");
