@@ -6,7 +6,8 @@
 
 Figures: single-stream decode tokens/s (128 new tokens), prefill tokens/s of a 512-token
 prompt, and total output tokens/s for 16 and 64 concurrent ~64-token prompts with 128 new
-tokens each. Greedy decoding, end-of-sequence ignored, random token prompts.
+tokens each. Greedy decoding, end-of-sequence ignored, random token prompts. Each engine
+runs in a process of its own, one after the other.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ import argparse
 import json
 import random
 import statistics
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 from typing import Any
@@ -179,6 +182,27 @@ class LlamaCppRunner:
         return len(prompts) * NEW_TOKENS / total
 
 
+RESULT = "RESULT "
+"""Prefix of the line a runner process prints its results on."""
+
+
+def _measure(runner: Any, runs: int, concurrent: list[int]) -> tuple[str, dict[str, float]]:
+    vocab = 49152
+    runner.decode(_prompts(1, 8, vocab, 0)[0])  # warm-up
+    row = {
+        "decode_tok_s": _median_of(
+            runs, lambda i: runner.decode(_prompts(1, 32, vocab, 100 + i)[0])),
+        "prefill_512_tok_s": _median_of(
+            runs, lambda i: runner.prefill(_prompts(1, PREFILL_LEN, vocab, 200 + i)[0])),
+    }
+    for n in concurrent:
+        row[f"concurrent_{n}_out_tok_s"] = _median_of(
+            max(1, runs - 1),
+            lambda i, n=n: runner.concurrent(_prompts(n, CONCURRENT_PROMPT_LEN, vocab,
+                                                      1000 * n + i)))
+    return runner.name, row
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3, help="median of this many runs")
@@ -189,6 +213,7 @@ def main() -> None:
     parser.add_argument("--concurrent", default="16,64",
                         help="comma list of the concurrent-prompt columns to run")
     parser.add_argument("--output-json", default=None)
+    parser.add_argument("--runner", type=int, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     skip = set(filter(None, args.skip.split(",")))
     concurrent = [int(n) for n in args.concurrent.split(",") if n]
@@ -196,40 +221,37 @@ def main() -> None:
     from pagoda.model_source import resolve_model
 
     path = resolve_model("smollm2-135m-instruct").path
-    runners: list[Any] = [PagodaRunner("pagoda (default settings)")]
+    runners: list[Callable[[], Any]] = [lambda: PagodaRunner("pagoda (default settings)")]
     if "dense" not in skip:
         runners += [
-            PagodaRunner("pagoda (float32, dequantized)", dtype="float32", quantization="none"),
-            PagodaRunner("pagoda (bfloat16, dequantized)", dtype="bfloat16",
-                         quantization="none"),
+            lambda: PagodaRunner("pagoda (float32, dequantized)", dtype="float32",
+                                 quantization="none"),
+            lambda: PagodaRunner("pagoda (bfloat16, dequantized)", dtype="bfloat16",
+                                 quantization="none"),
         ]
     if "quant" not in skip:
         # bfloat16 activations: PyTorch's int4 kernel where bf16 is native, else the native GEMV.
-        runners.append(PagodaRunner("pagoda (Q4/Q8_0 kept, bfloat16)",
-                                    quantization="gguf", dtype="bfloat16"))
+        runners.append(lambda: PagodaRunner("pagoda (Q4/Q8_0 kept, bfloat16)",
+                                            quantization="gguf", dtype="bfloat16"))
     if "hf" not in skip:
-        runners.append(HFRunner(path, torch.float32))
+        runners.append(lambda: HFRunner(path, torch.float32))
     if "llama.cpp" not in skip:
-        runners.append(LlamaCppRunner(path, args.threads, flash_attn=False))
+        runners.append(lambda: LlamaCppRunner(path, args.threads, flash_attn=False))
 
-    vocab = 49152
+    if args.runner is not None:  # one engine, in this process of its own
+        name, row = _measure(runners[args.runner](), args.runs, concurrent)
+        print(RESULT + json.dumps({"name": name, "row": row}), flush=True)
+        return
     results: dict[str, dict[str, float]] = {}
-    for runner in runners:
-        runner.decode(_prompts(1, 8, vocab, 0)[0])  # warm-up
-        row = {
-            "decode_tok_s": _median_of(
-                args.runs, lambda i, r=runner: r.decode(_prompts(1, 32, vocab, 100 + i)[0])),
-            "prefill_512_tok_s": _median_of(
-                args.runs,
-                lambda i, r=runner: r.prefill(_prompts(1, PREFILL_LEN, vocab, 200 + i)[0])),
-        }
-        for n in concurrent:
-            row[f"concurrent_{n}_out_tok_s"] = _median_of(
-                max(1, args.runs - 1),
-                lambda i, r=runner, n=n: r.concurrent(
-                    _prompts(n, CONCURRENT_PROMPT_LEN, vocab, 1000 * n + i)))
-        results[runner.name] = row
-        print(runner.name, {k: round(v, 1) for k, v in row.items()}, flush=True)
+    for index in range(len(runners)):
+        # Each engine in a fresh process: none shares the cores with another's threads or
+        # runs in a heap another left behind.
+        out = subprocess.run([sys.executable, __file__, *sys.argv[1:], "--runner", str(index)],
+                             stdout=subprocess.PIPE, text=True, check=True).stdout
+        result = json.loads(next(line for line in out.splitlines()
+                                 if line.startswith(RESULT))[len(RESULT):])
+        results[result["name"]] = result["row"]
+        print(result["name"], {k: round(v, 1) for k, v in result["row"].items()}, flush=True)
 
     keys = ["decode_tok_s", "prefill_512_tok_s", *(f"concurrent_{n}_out_tok_s" for n in concurrent)]
     columns = ["engine", "decode 1 stream (tok/s)", "prefill 512 (tok/s)",
