@@ -10,26 +10,15 @@ Other processes on the machine move these numbers: compare within a row.
 from __future__ import annotations
 
 import argparse
-import statistics
-import time
 
 import torch
 import torch.nn.functional as F
+from bench_cpu_csrc import median_us  # this folder's: run as python ci/bench_cpu_linear.py
 
 from pagoda_cpu.ops import linear
 
 SHAPES = {"qkv 576->960": (576, 960), "gate_up 576->3072": (576, 3072),
           "down 1536->576": (1536, 576), "lm_head 576->49152": (576, 49152)}
-
-
-def median_us(fn, reps: int) -> float:
-    fn()
-    times = []
-    for _ in range(reps):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times) * 1e6
 
 
 def main() -> None:
