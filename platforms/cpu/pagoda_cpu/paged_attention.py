@@ -34,6 +34,7 @@ def decode_step(
     kernels = native()
     if (kernels is None or metadata.max_query_len != 1
             or metadata.num_tokens != metadata.num_seqs
+            or 0 in metadata.seq_lens_cpu  # a padded step's empty sequences: the general path
             or not query.dtype == key.dtype == value.dtype == kv_cache.dtype
             or query.dtype not in _NATIVE_DECODE_DTYPES
             or query.shape[-1] % 16 or query.shape[-1] > 256):
