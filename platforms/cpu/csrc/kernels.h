@@ -66,8 +66,13 @@ struct Kernels {
   // x float32 [rows, k], y float32 [rows, w.n], bias float32 [w.n] or null.
   void (*woq_gemv)(const WoqWeight& w, const float* x, int64_t rows, const float* bias,
                    float* y, int64_t n0, int64_t n1);
+  // The same product for many rows: weight rows dequantized gemm_tile_n at a time into
+  // wbuf (gemm_tile_n * w.k floats, the caller's, one per thread) and reused for every row.
+  void (*woq_gemm)(const WoqWeight& w, const float* x, int64_t rows, const float* bias,
+                   float* y, int64_t n0, int64_t n1, float* wbuf);
   // out[n, :] = w[n, :] for n0 <= n < n1; out float32 [w.n, w.k].
   void (*woq_dequantize)(const WoqWeight& w, float* out, int64_t n0, int64_t n1);
+  int64_t gemm_tile_n;
 };
 
 // The table of each build, or null where this compiler or machine has no such build.

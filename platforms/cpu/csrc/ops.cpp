@@ -92,9 +92,11 @@ int64_t grain(const WoqWeight& w) {
   return std::max<int64_t>(4, (int64_t(64) << 10) / std::max<int64_t>(w.k * w.bits / 8, 1));
 }
 
-at::Tensor woq_gemv(const at::Tensor& x, const at::Tensor& codes, const at::Tensor& scales,
-                    const at::Tensor& offsets, int64_t bits,
-                    const std::optional<at::Tensor>& bias) {
+// x [M, K] times the packed weight^T (+ bias), float32: by the GEMV kernel (few rows:
+// output rows split across threads) or the GEMM one (many: whole tiles of output rows).
+at::Tensor woq_product(const at::Tensor& x, const at::Tensor& codes, const at::Tensor& scales,
+                       const at::Tensor& offsets, int64_t bits,
+                       const std::optional<at::Tensor>& bias, bool gemm) {
   const WoqWeight w = woq_weight(codes, scales, offsets, bits);
   TORCH_CHECK(x.dim() == 2 && x.size(1) == w.k, "woq: x must be [M, ", w.k, "]");
   const at::Tensor x32 = dense(x, at::kFloat);
@@ -109,10 +111,32 @@ at::Tensor woq_gemv(const at::Tensor& x, const at::Tensor& codes, const at::Tens
   const float* bp = b32.defined() ? b32.data_ptr<float>() : nullptr;
   float* yp = y.data_ptr<float>();
   const int64_t rows = x.size(0);
-  at::parallel_for(0, w.n, grain(w), [&](int64_t n0, int64_t n1) {
-    kern.woq_gemv(w, xp, rows, bp, yp, n0, n1);
+  if (!gemm) {
+    at::parallel_for(0, w.n, grain(w), [&](int64_t n0, int64_t n1) {
+      kern.woq_gemv(w, xp, rows, bp, yp, n0, n1);
+    });
+    return y;
+  }
+  // About two tasks per thread, each with its own tile buffer.
+  const int64_t tile = kern.gemm_tile_n, tiles = (w.n + tile - 1) / tile;
+  const int64_t per_task = std::max<int64_t>(1, tiles / (2 * at::get_num_threads()));
+  at::parallel_for(0, tiles, per_task, [&](int64_t t0, int64_t t1) {
+    std::vector<float> wbuf(tile * w.k);
+    kern.woq_gemm(w, xp, rows, bp, yp, t0 * tile, std::min(t1 * tile, w.n), wbuf.data());
   });
   return y;
+}
+
+at::Tensor woq_gemv(const at::Tensor& x, const at::Tensor& codes, const at::Tensor& scales,
+                    const at::Tensor& offsets, int64_t bits,
+                    const std::optional<at::Tensor>& bias) {
+  return woq_product(x, codes, scales, offsets, bits, bias, false);
+}
+
+at::Tensor woq_gemm(const at::Tensor& x, const at::Tensor& codes, const at::Tensor& scales,
+                    const at::Tensor& offsets, int64_t bits,
+                    const std::optional<at::Tensor>& bias) {
+  return woq_product(x, codes, scales, offsets, bits, bias, true);
 }
 
 at::Tensor woq_dequantize(const at::Tensor& codes, const at::Tensor& scales,
@@ -341,6 +365,9 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("isa", &isa, "the instruction set in use ('' before set_isa)");
   m.def("parallel_tasks", &parallel_tasks, "tasks at::parallel_for makes of [0, n)");
   m.def("woq_gemv", &woq_gemv, "x [M, K] times a packed 4/8-bit weight^T (+ bias): float32",
+        py::arg("x"), py::arg("codes"), py::arg("scales"), py::arg("offsets"),
+        py::arg("bits"), py::arg("bias") = py::none());
+  m.def("woq_gemm", &woq_gemm, "woq_gemv's product by the many-row kernel (a batch of rows)",
         py::arg("x"), py::arg("codes"), py::arg("scales"), py::arg("offsets"),
         py::arg("bits"), py::arg("bias") = py::none());
   m.def("rms_norm", &rms_norm, "core's rms_norm");

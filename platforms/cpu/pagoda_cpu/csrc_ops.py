@@ -2,11 +2,14 @@
 
 `woq_linear` ("cpu_csrc"): 4- and 8-bit weights with a scale and offset per group of 32
 times a power of two inputs (GGUF Q4_0 / Q4_1 / Q8_0, GPTQ / AWQ / compressed-tensors int4 at
-groups of 32 .. 128) stay packed (4 bits: two codes a byte), in any activation dtype. Up
-to GEMV_MAX_ROWS rows (decode) the kernel dequantizes in registers and sums in float32
-(as exact as the reference); more rows (prefill) dequantize the weight for the call and
-run `pagoda_cpu.ops.linear` in the dense dtype `pagoda_cpu.quant_ops` picks for the activations.
-Other weights (other bit widths or group sizes) are `pagoda_cpu.quant_ops`' as before.
+groups of 32 .. 128) stay packed (4 bits: two codes a byte), in any activation dtype, and
+are multiplied in float32 (as exact as the reference) by one of three paths, by the number
+of rows (`RowLimits`): a few rows (a decode) by the GEMV kernel, which dequantizes each
+weight block in registers for a handful of rows; more (a batch of decodes) by the GEMM
+kernel, which dequantizes a few weight rows at a time into cache and multiplies every row
+by them; many (a prefill) by dequantizing the weight for the call and running
+`pagoda_cpu.ops.linear` in the dense dtype `pagoda_cpu.quant_ops` picks for the
+activations. Other weights (other bit widths or group sizes) are `pagoda_cpu.quant_ops`'.
 
 Against PyTorch's int4 kernel (`quant_ops`' choice for 4-bit weights and bfloat16
 activations) on Zen 5 with native bf16: alone, 576->1536 Q4_1 at 1 row 34 us vs 28, at 16
@@ -28,17 +31,30 @@ from pagoda_cpu.ops import linear
 
 BLOCK = 32
 """The kernel's block of inputs: group sizes must be multiples of it."""
-GEMV_MAX_ROWS = {("avx512", torch.float32): 48, ("avx512", torch.bfloat16): 16}
-"""(instruction set, dense dtype) -> up to how many rows the packed kernel runs; above,
-the weight is dequantized for the call and multiplied densely (the kernel's cost grows
-with the rows, the dequantization's does not). Measured (one thread, a shared Zen 5):
-576->1536 Q4_1 at 16 rows, kernel 204 us vs dequantize +
-bf16 matmul 226, at 32 rows 401 vs 289; against a float32 matmul 410 vs 673 at 32 rows,
-825 vs 1192 at 64; the AVX2 build against float32, 460 vs 414 at 16 rows, 233 vs 275 at 8."""
-GEMV_MAX_ROWS_OTHERWISE = 12
+
+
+@dataclass(frozen=True)
+class RowLimits:
+    """Up to `gemv` rows the GEMV kernel, up to `gemm` the GEMM kernel, more: the weight
+    dequantized for a dense matmul."""
+
+    gemv: int
+    gemm: int
+
+
+ROW_LIMITS = {("avx512", torch.float32): RowLimits(gemv=8, gemm=512),
+              ("avx512", torch.bfloat16): RowLimits(gemv=16, gemm=16)}
+"""(instruction set, dense dtype) -> RowLimits. Measured (`python ci/bench_cpu_csrc.py`,
+2 Zen 5 cores), 576->3072 Q4_1 in float32: GEMV / GEMM / dequantize + oneDNN at 8 rows 200
+/ 179 / 304 us, at 64 rows 1513 / 1124 / 1166, at 512 rows 12.2 / 8.6 / 8.6 ms, at 2048
+rows 49 / 43 / 34 ms (the rows no longer stay in cache); with bfloat16 activations a
+bfloat16 matmul of the dequantized weight beats float32 kernels above 16 rows."""
+ROW_LIMITS_OTHERWISE = RowLimits(gemv=12, gemm=32)
+"""Other builds (AVX2: a GEMM tile of 3 x 2 rows, not 4 x 4): measured with the AVX2 build
+on the same CPU, 576->3072 at 16 rows 570 / 482 / 553 us, at 64 rows 2219 / 1779 / 1351."""
 DEQUANTIZE_MAX_BYTES = 32 * 2**20
 """Largest dense copy of a weight made per call: a larger one (a vocabulary table read as
-the LM head) is written to memory, not cache, so the packed kernel serves every row count.
+the LM head) is written to memory, not cache, so the packed kernels serve every row count.
 Measured, AVX2 build on 2 Zen 5 cores, the 49152x576 Q8_0 table at 16 rows: kernel 9.7 ms,
 dequantize + linear 44 ms (at one row 1.1 against 37)."""
 
@@ -47,7 +63,8 @@ dequantize + linear 44 ms (at one row 1.1 against 37)."""
 class PackedWoqWeight:
     """A weight for the native kernel: codes [N, K * bits / 8] (4 bits: byte j of a block
     of 32 inputs holds input j in its low nibble and j + 16 in its high one), float32
-    scales and offsets [N, groups], the dtype a dense copy takes for many rows, and up to how many rows the kernel runs."""
+    scales and offsets [N, groups], the dtype a dense copy takes for many rows, and up to
+    how many rows each kernel runs (`RowLimits`)."""
 
     codes: torch.Tensor
     scales: torch.Tensor
@@ -55,6 +72,8 @@ class PackedWoqWeight:
     bits: int
     dense_dtype: torch.dtype
     gemv_max_rows: int
+    gemm_max_rows: int | None
+    """None: never dequantized per call (the GEMM kernel takes every count above GEMV's)."""
 
     def storage_bytes(self) -> int:
         """Bytes the weight holds."""
@@ -96,12 +115,11 @@ def prepare_woq(weight: GroupQuantWeight, dtype: torch.dtype, *,
     kernels = native()
     assert kernels is not None  # native_reason says so
     n, k = weight.codes.shape
-    rows = GEMV_MAX_ROWS.get((kernels.isa(), dense), GEMV_MAX_ROWS_OTHERWISE)
-    if n * k * dense.itemsize > DEQUANTIZE_MAX_BYTES:
-        rows = 2**62  # never dequantized per call
+    limits = ROW_LIMITS.get((kernels.isa(), dense), ROW_LIMITS_OTHERWISE)
+    dequantizable = n * k * dense.itemsize <= DEQUANTIZE_MAX_BYTES
     return PackedWoqWeight(pack_codes(weight.codes, weight.bits),
                            weight.scales.float().contiguous(), weight.offsets.float().contiguous(),
-                           weight.bits, dense, rows)
+                           weight.bits, dense, limits.gemv, limits.gemm if dequantizable else None)
 
 
 def woq_linear(x: torch.Tensor, weight: PackedWoqWeight | quant_ops.CpuQuantWeight,
@@ -110,15 +128,17 @@ def woq_linear(x: torch.Tensor, weight: PackedWoqWeight | quant_ops.CpuQuantWeig
         return quant_ops.woq_linear(x, weight, bias)
     kernels = native()
     assert kernels is not None  # prepare packs only where the kernels run
+    packed = (weight.codes, weight.scales, weight.offsets, weight.bits, bias)
     if x.dtype == torch.float32 and x.dim() == 2 and x.shape[0] <= weight.gemv_max_rows:
         # A decode step's linears, four a layer: straight to the kernel, whose float32
         # [rows, N] is the answer as it is (no reshape, conversion or view around it).
-        return kernels.woq_gemv(x, weight.codes, weight.scales, weight.offsets, weight.bits,
-                                bias)
+        return kernels.woq_gemv(x, *packed)
     flat = x.reshape(-1, x.shape[-1])
-    if flat.shape[0] <= weight.gemv_max_rows:
-        y = kernels.woq_gemv(flat, weight.codes, weight.scales, weight.offsets, weight.bits,
-                             bias)
+    rows = flat.shape[0]
+    if rows <= weight.gemv_max_rows:
+        y = kernels.woq_gemv(flat, *packed)
+    elif weight.gemm_max_rows is None or rows <= weight.gemm_max_rows:
+        y = kernels.woq_gemm(flat, *packed)
     else:
         dense = weight.dense_dtype
         w = kernels.woq_dequantize(weight.codes, weight.scales, weight.offsets, weight.bits)

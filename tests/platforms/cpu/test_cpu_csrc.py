@@ -84,23 +84,41 @@ def test_decode_attention_matches_reference_on_every_isa(dtype: torch.dtype, isa
 
 
 @pytest.mark.parametrize("bits,group", [(4, 32), (8, 32), (4, 128)])
-@pytest.mark.parametrize("rows", [1, 5, "max", "max+1"])
+@pytest.mark.parametrize("rows", [1, 5, "gemv", "gemv+1", "gemm", "gemm+1"])
 def test_woq_kernel_paths(bits: int, group: int, rows: int | str, isa: str) -> None:
-    """Both the packed kernel and the dequantize + matmul path, float32 against the
-    reference's float64 product."""
+    """The GEMV kernel, the GEMM kernel (with partial tiles: 75 outputs, row counts past
+    a whole tile) and the dequantize + matmul path, float32 against the reference's
+    float64 product."""
     gen = torch.Generator().manual_seed(bits)
-    weight = group_weight(torch.randn(72, 256, generator=gen), bits, group, symmetric=False)
+    weight = group_weight(torch.randn(75, 256, generator=gen), bits, group, symmetric=False)
     prepared = csrc_ops.prepare_woq(weight, torch.float32)
     assert isinstance(prepared, csrc_ops.PackedWoqWeight)
+    assert prepared.gemm_max_rows is not None and prepared.gemm_max_rows > prepared.gemv_max_rows
     if isinstance(rows, str):
-        rows = prepared.gemv_max_rows + (rows == "max+1")
+        kernel, _, extra = rows.partition("+")
+        rows = getattr(prepared, f"{kernel}_max_rows") + int(extra or 0)
     x = torch.randn(rows, 256, generator=gen)
-    bias = torch.randn(72, generator=gen)
+    bias = torch.randn(75, generator=gen)
     want = x.double() @ weight.dequantize().double().T + bias.double()
     got = csrc_ops.woq_linear(x, prepared, bias)
     torch.testing.assert_close(got.double(), want, rtol=1e-5, atol=1e-4)
+    for kernel in (C.woq_gemv, C.woq_gemm):  # each kernel at every row count
+        got = kernel(x, prepared.codes, prepared.scales, prepared.offsets, bits, bias)
+        torch.testing.assert_close(got.double(), want, rtol=1e-5, atol=1e-4)
     dense = C.woq_dequantize(prepared.codes, prepared.scales, prepared.offsets, bits)
     torch.testing.assert_close(dense, weight.dequantize(), rtol=1e-6, atol=1e-6)  # fused
+
+
+def test_a_weight_too_large_to_dequantize_takes_the_gemm_kernel_for_many_rows(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    weight = group_weight(torch.randn(40, 64), 8, 32, symmetric=True)
+    monkeypatch.setattr(csrc_ops, "DEQUANTIZE_MAX_BYTES", 40 * 64 * 4 - 1)
+    prepared = csrc_ops.prepare_woq(weight, torch.float32)
+    assert prepared.gemm_max_rows is None
+    monkeypatch.setattr(C, "woq_dequantize", None)  # never called: the GEMM kernel serves
+    x = torch.randn(600, 64)
+    torch.testing.assert_close(csrc_ops.woq_linear(x, prepared).double(),
+                               x.double() @ weight.dequantize().double().T, rtol=1e-5, atol=1e-4)
 
 
 def test_kernels_split_their_work_across_pytorchs_threads() -> None:
