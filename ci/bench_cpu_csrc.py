@@ -8,8 +8,9 @@ Rows: woq_linear (GGUF Q4_1 and Q8_0 blocks, 576->1536 and 1536->576) at 1, 16 a
 tokens against "cpu_native" (the int4 kernel for bfloat16, else a dense weight) and the
 elementwise ops of a decode step at 1 and 16 tokens against "cpu_native" (or core's
 reference where the CPU had no provider), and cpu_sdpa's decode attention (1 and 16
-sequences of 256 tokens) against its PyTorch path. Other processes on the machine move these
-numbers: compare within a row.
+sequences of 256 tokens) against its PyTorch path; then the three float32 paths of
+woq_linear (GEMV, GEMM, dequantize + linear) at 8 to 2048 rows. Other processes on the
+machine move these numbers: compare within a row.
 """
 
 from __future__ import annotations
@@ -99,6 +100,26 @@ def attention_rows(dtype: torch.dtype) -> list[tuple[str, Callable[[], object], 
     return rows
 
 
+def woq_paths(reps: int) -> None:
+    """The three float32 paths of `csrc_ops.woq_linear` side by side at each row count:
+    the GEMV kernel, the GEMM kernel and the weight dequantized for `ops.linear` (what
+    `csrc_ops.ROW_LIMITS` is chosen from)."""
+    kern = csrc.native()
+    assert kern is not None
+    print("\n| float32 woq_linear paths | GEMV | GEMM | dequantize + linear |\n| --- | --- | --- | --- |")
+    for label, bits, k, n in (("Q4_1", 4, HIDDEN, 2 * INTERMEDIATE), ("Q4_1", 4, INTERMEDIATE, HIDDEN),
+                              ("Q8_0", 8, HIDDEN, 49152)):
+        weight = group_weight(torch.randn(n, k) * k**-0.5, bits, 32, symmetric=bits == 8)
+        w = csrc_ops.prepare_woq(weight, torch.float32)
+        packed = (w.codes, w.scales, w.offsets, w.bits)
+        for m in (8, 16, 64, 512, 2048):
+            x = torch.randn(m, k)
+            times = [median_us(fn, max(3, reps * 8 // m)) for fn in (
+                lambda: kern.woq_gemv(x, *packed), lambda: kern.woq_gemm(x, *packed),
+                lambda: ops.linear(x, kern.woq_dequantize(*packed)))]
+            print(f"| {label} {k}->{n} M={m} | " + " | ".join(f"{t:.0f}" for t in times) + " |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--threads", type=int, default=2)
@@ -117,6 +138,7 @@ def main() -> None:
         for label, ours, theirs in woq_rows(dtype) + elementwise_rows(dtype) + attention_rows(dtype):
             a, b = median_us(ours, args.reps), median_us(theirs, args.reps)
             print(f"| {label} | {a:.1f} | {b:.1f} | {b / a:.2f}x |")
+    woq_paths(args.reps)
 
 
 if __name__ == "__main__":

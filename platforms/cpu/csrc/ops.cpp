@@ -298,7 +298,8 @@ void write_cache(const at::Tensor& key, const at::Tensor& value, const at::Tenso
 // One query token per sequence against the paged cache (see DecodeAttentionArgs):
 // query [B, H, D] and kv_cache [2, blocks, block_size, KVH, D] in float32 or bfloat16.
 // With key, value and slot_mapping, the step's keys and values are written first (a
-// decode step's whole attention in one call: see write_cache).
+// decode step's whole attention in one call: see write_cache). A sequence of length 0 (a
+// padded step's) attends to nothing: its output is zeros.
 at::Tensor decode_attention(const at::Tensor& query, const at::Tensor& kv_cache,
                             const at::Tensor& block_tables, const at::Tensor& seq_lens,
                             double scale, int64_t sliding_window, double soft_cap,
@@ -335,7 +336,7 @@ at::Tensor decode_attention(const at::Tensor& query, const at::Tensor& kv_cache,
   }
   int64_t longest = 1;
   for (int64_t b = 0; b < batch; ++b) {
-    TORCH_CHECK(lens[b] >= 1 && lens[b] <= tables.size(1) * kv_cache.size(2),
+    TORCH_CHECK(lens[b] >= 0 && lens[b] <= tables.size(1) * kv_cache.size(2),
                 "decode_attention: sequence length ", lens[b], " outside its block table");
     longest = std::max(longest, lens[b]);
   }

@@ -42,13 +42,15 @@ class RowLimits:
     gemm: int
 
 
-ROW_LIMITS = {("avx512", torch.float32): RowLimits(gemv=8, gemm=512),
+ROW_LIMITS = {("avx512", torch.float32): RowLimits(gemv=8, gemm=128),
               ("avx512", torch.bfloat16): RowLimits(gemv=16, gemm=16)}
 """(instruction set, dense dtype) -> RowLimits. Measured (`python ci/bench_cpu_csrc.py`,
 2 Zen 5 cores), 576->3072 Q4_1 in float32: GEMV / GEMM / dequantize + oneDNN at 8 rows 200
-/ 179 / 304 us, at 64 rows 1513 / 1124 / 1166, at 512 rows 12.2 / 8.6 / 8.6 ms, at 2048
-rows 49 / 43 / 34 ms (the rows no longer stay in cache); with bfloat16 activations a
-bfloat16 matmul of the dequantized weight beats float32 kernels above 16 rows."""
+/ 179 / 304 us, at 64 rows 1513 / 1124 / 1166, at 128 rows 3021 / 2101 / 2184; from 256
+rows on the dense path wins some shapes (1536->576 at 512 rows: 5.5 / 4.8 / 4.3 ms; the
+rows no longer stay in cache), all at 2048 (49 / 43 / 34 ms for 576->3072). With bfloat16
+activations a bfloat16 matmul of the dequantized weight beats the float32 kernels above
+16 rows."""
 ROW_LIMITS_OTHERWISE = RowLimits(gemv=12, gemm=32)
 """Other builds (AVX2: a GEMM tile of 3 x 2 rows, not 4 x 4): measured with the AVX2 build
 on the same CPU, 576->3072 at 16 rows 570 / 482 / 553 us, at 64 rows 2219 / 1779 / 1351."""

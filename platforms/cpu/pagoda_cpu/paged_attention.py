@@ -34,17 +34,20 @@ def decode_step(
     kernels = native()
     if (kernels is None or metadata.max_query_len != 1
             or metadata.num_tokens != metadata.num_seqs
-            or 0 in metadata.seq_lens_cpu  # a padded step's empty sequences: the general path
-            or not query.dtype == key.dtype == value.dtype == kv_cache.dtype
-            or query.dtype not in _NATIVE_DECODE_DTYPES
-            or query.shape[-1] % 16 or query.shape[-1] > 256):
+            or not key.dtype == value.dtype == query.dtype
+            or not _native_takes(query, kv_cache)):
         return None
     return kernels.decode_attention(query, kv_cache, metadata.block_tables, metadata.seq_lens,
                                     scale, sliding_window or 0, logits_soft_cap or 0.0, key,
                                     value, metadata.slot_mapping)
 
 
-_NATIVE_DECODE_DTYPES = (torch.float32, torch.bfloat16)
+def _native_takes(query: torch.Tensor, kv_cache: torch.Tensor) -> bool:
+    """Whether the native decode kernel takes this query [B, H, D] and cache: both float32
+    or both bfloat16, D a multiple of 16 up to 256."""
+    head_size = query.shape[-1]
+    return (query.dtype == kv_cache.dtype and query.dtype in (torch.float32, torch.bfloat16)
+            and head_size % 16 == 0 and head_size <= 256)
 
 
 def write_kv_cache(
@@ -136,11 +139,8 @@ def _decode(
     kv_scales: torch.Tensor | None,
 ) -> torch.Tensor:
     """The native kernel where it takes the case, else `decode_matmuls`."""
-    head_size = query.shape[-1]
     kernels = native()
-    if (kernels is not None and kv_scales is None and query.dtype == kv_cache.dtype
-            and query.dtype in _NATIVE_DECODE_DTYPES
-            and head_size % 16 == 0 and head_size <= 256):
+    if kernels is not None and kv_scales is None and _native_takes(query, kv_cache):
         return kernels.decode_attention(query, kv_cache, tables, torch.tensor(seq_lens), scale,
                                         sliding_window or 0, logits_soft_cap or 0.0)
     return decode_matmuls(query, kv_cache, tables, seq_lens, scale, sliding_window,

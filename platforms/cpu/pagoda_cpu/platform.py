@@ -24,11 +24,12 @@ class CpuPlatform(Platform):
         return torch.bfloat16 if has_fast_bf16() else torch.float32
 
     def keeps_gguf_quantized(self, dtype: torch.dtype) -> bool:
-        """float32 with the native kernels (`pagoda_cpu.csrc`): their packed GEMV reads a
-        quarter (Q4) or a half (Q8_0) of the bytes; for many rows they dequantize per call
-        (`ci/bench_smollm2_cpu.py`, SmolLM2 on 2 Zen 5 cores, against dense float32:
-        decode 3.6x, 16 sequences 1.3x, prefill of 512 tokens 0.9x, 64 sequences 0.9x).
-        In bfloat16 the dense matmuls win everywhere but at one sequence."""
+        """float32 with the native kernels (`pagoda_cpu.csrc`): a few rows are bound by
+        reading the weight, of which the packed kernels read a quarter (Q4) or a half
+        (Q8_0); a batch of rows by the multiply-adds, which their GEMM kernel does as fast
+        as oneDNN on a dense copy (`ci/bench_cpu_csrc.py`: 576->3072 at 64 rows, 1124 us
+        against 1125 on 2 Zen 5 cores). In bfloat16 the dense matmuls win everywhere but at
+        one sequence."""
         return dtype == torch.float32 and csrc.native() is not None
 
     def device_count(self) -> int:

@@ -68,3 +68,21 @@ def test_decode_step_declines_other_steps() -> None:
     assert decode_step(q, k, v, cache, meta, 0.3, None, None) is None  # prefills too
     meta, cache, q, k, v = _step(DECODE_BATCH, torch.float32, seed=9)
     assert decode_step(q, k.half(), v.half(), cache, meta, 0.3, None, None) is None
+
+
+def test_a_padding_sequence_of_length_zero_attends_to_nothing(isa: str) -> None:
+    """A bucketed step's padding (length 0, slot -1) stays on the native path: zeros for
+    it, the reference's attention for the others."""
+    meta, cache, q, k, v = _step(DECODE_BATCH, torch.float32, seed=9)
+    meta.seq_lens[0] = 0
+    meta.slot_mapping[0] = -1
+    want_cache = cache.clone()
+    reference.write_kv_cache(k, v, want_cache, meta.slot_mapping)
+    got = C.decode_attention(q, cache, meta.block_tables, meta.seq_lens, 0.3, 0, 0.0, k, v,
+                             meta.slot_mapping)
+    assert torch.equal(cache, want_cache)
+    assert torch.equal(got[0], torch.zeros_like(got[0]))
+    rest = torch.arange(q.shape[0], dtype=meta.query_start_loc.dtype)
+    want = reference.paged_attention(q[1:], want_cache, meta.block_tables[1:], rest,
+                                     meta.seq_lens[1:], 0.3, None, None)
+    torch.testing.assert_close(got[1:], want, rtol=1e-5, atol=1e-5)
