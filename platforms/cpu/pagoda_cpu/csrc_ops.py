@@ -51,13 +51,10 @@ rows on the dense path wins some shapes (1536->576 at 512 rows: 5.5 / 4.8 / 4.3 
 rows no longer stay in cache), all at 2048 (49 / 43 / 34 ms for 576->3072). With bfloat16
 activations a bfloat16 matmul of the dequantized weight beats the float32 kernels above
 16 rows."""
-ROW_LIMITS_OTHERWISE = RowLimits(gemv=12, gemm=128)
-"""Other builds (AVX2: a GEMM tile of 3 x 2 rows, not 4 x 4): measured with the AVX2 build
-on the same CPU, 576->3072 at 16 rows 570 / 482 / 553 us, at 64 rows 2219 / 1779 / 1351
-(the dense path ahead alone), yet SmolLM2's 64 concurrent sequences ran at 261.5 tok/s
-with the GEMM kernel up to 128 rows against 235.7 with it up to 32
-(`ci/bench_smollm2_cpu.py --concurrent 64`, AVX2 build): the dense path's per-call copies
-of each weight cost more in the engine than alone."""
+ROW_LIMITS_OTHERWISE = RowLimits(gemv=4, gemm=128)
+"""Other builds. The AVX2 one (a GEMM tile of 4 x 3 eight-lane dot products), measured on
+the same CPU, 576->3072: at 8 rows 288 / 193 us, at 16 rows 643 / 400 / 599, at 64 rows
+2226 / 1123 / 1368, at 128 rows 4445 / 2236 / 2387; the GEMV kernel ahead up to 4 rows."""
 DEQUANTIZE_MAX_BYTES = 32 * 2**20
 """Largest dense copy of a weight made per call: a larger one (a vocabulary table read as
 the LM head) is written to memory, not cache, so the packed kernels serve every row count.

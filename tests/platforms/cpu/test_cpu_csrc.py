@@ -86,11 +86,11 @@ def test_decode_attention_matches_reference_on_every_isa(dtype: torch.dtype, isa
 @pytest.mark.parametrize("bits,group", [(4, 32), (8, 32), (4, 128)])
 @pytest.mark.parametrize("rows", [1, 5, "gemv", "gemv+1", "gemm", "gemm+1"])
 def test_woq_kernel_paths(bits: int, group: int, rows: int | str, isa: str) -> None:
-    """The GEMV kernel, the GEMM kernel (with partial tiles: 75 outputs, row counts past
+    """The GEMV kernel, the GEMM kernel (with partial tiles: 77 outputs, row counts past
     a whole tile) and the dequantize + matmul path, float32 against the reference's
     float64 product."""
     gen = torch.Generator().manual_seed(bits)
-    weight = group_weight(torch.randn(75, 256, generator=gen), bits, group, symmetric=False)
+    weight = group_weight(torch.randn(77, 256, generator=gen), bits, group, symmetric=False)
     prepared = csrc_ops.prepare_woq(weight, torch.float32)
     assert isinstance(prepared, csrc_ops.PackedWoqWeight)
     assert prepared.gemm_max_rows is not None and prepared.gemm_max_rows > prepared.gemv_max_rows
@@ -98,7 +98,7 @@ def test_woq_kernel_paths(bits: int, group: int, rows: int | str, isa: str) -> N
         kernel, _, extra = rows.partition("+")
         rows = getattr(prepared, f"{kernel}_max_rows") + int(extra or 0)
     x = torch.randn(rows, 256, generator=gen)
-    bias = torch.randn(75, generator=gen)
+    bias = torch.randn(77, generator=gen)
     want = x.double() @ weight.dequantize().double().T + bias.double()
     got = csrc_ops.woq_linear(x, prepared, bias)
     torch.testing.assert_close(got.double(), want, rtol=1e-5, atol=1e-4)
