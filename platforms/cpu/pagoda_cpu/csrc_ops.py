@@ -44,16 +44,16 @@ class RowLimits:
 
 ROW_LIMITS = {("avx512", torch.float32): RowLimits(gemv=8, gemm=128),
               ("avx512", torch.bfloat16): RowLimits(gemv=16, gemm=16)}
-"""(instruction set, dense dtype) -> RowLimits. Measured (`python ci/bench_cpu_csrc.py`,
-2 Zen 5 cores), 576->3072 Q4_1 in float32: GEMV / GEMM / dequantize + oneDNN at 8 rows 200
-/ 179 / 304 us, at 64 rows 1513 / 1124 / 1166, at 128 rows 3021 / 2101 / 2184; from 256
-rows on the dense path wins some shapes (1536->576 at 512 rows: 5.5 / 4.8 / 4.3 ms; the
-rows no longer stay in cache), all at 2048 (49 / 43 / 34 ms for 576->3072). With bfloat16
-activations a bfloat16 matmul of the dequantized weight beats the float32 kernels above
-16 rows."""
+"""(instruction set, dense dtype) -> RowLimits. Measured (`python ci/bench_cpu_csrc.py
+--reps 50`, its last table; 2 Zen 5 cores), GEMV / GEMM / dequantize + oneDNN in float32,
+576->3072 Q4_1: at 8 rows 192 / 176 / 306 us, at 64 rows 1555 / 1115 / 1234, at 512 rows
+12.3 / 10.0 / 9.0 ms (the rows no longer stay in cache; 1536->576 likewise), at 2048 rows
+49.7 / 46.4 / 35.0 ms; the limit between (at 128 rows 3.0 / 2.1 / 2.2 ms, measured the
+same way alone). With bfloat16 activations a bfloat16 matmul of the dequantized
+weight beats the float32 kernels above 16 rows."""
 ROW_LIMITS_OTHERWISE = RowLimits(gemv=4, gemm=128)
-"""Other builds. The AVX2 one (a GEMM tile of 4 x 3 eight-lane dot products), measured on
-the same CPU, 576->3072: at 8 rows 288 / 193 us, at 16 rows 643 / 400 / 599, at 64 rows
+"""Other builds. The AVX2 one (a GEMM tile of 4 x 3 eight-lane dot products), measured the
+same way with the AVX2 environment of ci/bench_smollm2_cpu.py on the same CPU, 576->3072: at 8 rows 288 / 193 us, at 16 rows 643 / 400 / 599, at 64 rows
 2226 / 1123 / 1368, at 128 rows 4445 / 2236 / 2387; the GEMV kernel ahead up to 4 rows."""
 DEQUANTIZE_MAX_BYTES = 32 * 2**20
 """Largest dense copy of a weight made per call: a larger one (a vocabulary table read as
