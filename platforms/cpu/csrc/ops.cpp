@@ -117,10 +117,9 @@ at::Tensor woq_product(const at::Tensor& x, const at::Tensor& codes, const at::T
     });
     return y;
   }
-  // About two tasks per thread, each with its own tile buffer.
+  // Each thread a run of whole tiles, with its own tile buffer.
   const int64_t tile = kern.gemm_tile_n, tiles = (w.n + tile - 1) / tile;
-  const int64_t per_task = std::max<int64_t>(1, tiles / (2 * at::get_num_threads()));
-  at::parallel_for(0, tiles, per_task, [&](int64_t t0, int64_t t1) {
+  at::parallel_for(0, tiles, 1, [&](int64_t t0, int64_t t1) {
     std::vector<float> wbuf(tile * w.k);
     kern.woq_gemm(w, xp, rows, bp, yp, t0 * tile, std::min(t1 * tile, w.n), wbuf.data());
   });

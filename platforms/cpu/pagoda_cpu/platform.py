@@ -26,9 +26,9 @@ class CpuPlatform(Platform):
     def keeps_gguf_quantized(self, dtype: torch.dtype) -> bool:
         """float32 with the native kernels (`pagoda_cpu.csrc`): a few rows are bound by
         reading the weight, of which the packed kernels read a quarter (Q4) or a half
-        (Q8_0); a batch of rows by the multiply-adds, which their GEMM kernel does as fast
-        as oneDNN on a dense copy (`ci/bench_cpu_csrc.py`: 576->3072 at 64 rows, 1124 us
-        against 1125 on 2 Zen 5 cores). In bfloat16 the dense matmuls win everywhere but at
+        (Q8_0); a batch of rows by the multiply-adds, which their GEMM kernel does faster
+        than dequantizing for oneDNN (`ci/bench_cpu_csrc.py`: 576->3072 at 64 rows, 1115
+        us against 1234 on 2 Zen 5 cores). In bfloat16 the dense matmuls win everywhere but at
         one sequence."""
         return dtype == torch.float32 and csrc.native() is not None
 

@@ -78,8 +78,8 @@ def test_a_padding_sequence_of_length_zero_attends_to_nothing(isa: str) -> None:
     meta.slot_mapping[0] = -1
     want_cache = cache.clone()
     reference.write_kv_cache(k, v, want_cache, meta.slot_mapping)
-    got = C.decode_attention(q, cache, meta.block_tables, meta.seq_lens, 0.3, 0, 0.0, k, v,
-                             meta.slot_mapping)
+    got = decode_step(q, k, v, cache, meta, 0.3, None, None)
+    assert got is not None
     assert torch.equal(cache, want_cache)
     assert torch.equal(got[0], torch.zeros_like(got[0]))
     rest = torch.arange(q.shape[0], dtype=meta.query_start_loc.dtype)

@@ -70,10 +70,12 @@ class VocabParallelEmbedding(nn.Module):
 QUANTIZED_HEAD_MAX_ROWS = 16
 """Rows up to which a head holding both tables reads the quantized one: a few rows are
 bound by reading the table (a quarter or half of the dense bytes); more are bound by the
-matmul, where kernels that dequantize the codes per call (the CPU's native ones above
-12-48 rows, by instruction set) would add that work to the dense table's matmul. Not
-measured apart: SmolLM2's default decode went from 39 to 60-64 tok/s with the head
-quantized (`ci/bench_smollm2_cpu.py`), its 64-sequence row moved within noise."""
+matmul, where a kernel that dequantizes the codes per call (the GPU's, unmeasured for the
+head) would add that work to the dense table's matmul. SmolLM2's default decode went from
+39 to 60-64 tok/s with the head quantized (`ci/bench_smollm2_cpu.py`). The CPU's GEMM
+kernel reads the codes faster than the dense head at 64 rows too (Q8_0 576->49152, 2 Zen 5
+cores: 18.5 ms by `ci/bench_cpu_csrc.py`, 20.8 dense by `ci/bench_cpu_linear.py`); the
+limit stays until the GPU's side is measured."""
 
 
 class ParallelLMHead(nn.Module):
