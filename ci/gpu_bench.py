@@ -142,8 +142,8 @@ def bench_b(out: Path, llama: Path, s: dict) -> dict:
 def _latency(out: Path, tag: str, llama: Path, backends: str,
              env: dict[str, str] | None = None, hf_cache: str = "dynamic"
              ) -> dict[str, dict[str, float]]:
-    """One request (128 in, 128 out), per backend: the mean latency, the prefill alone, and
-    the time per output token after the first."""
+    """One request (128 in, 128 out), per backend: the mean latency, the time to the first
+    token, and the time per output token after it."""
     result = out / f"{tag}.json"
     run([*PAGODA, "bench", "latency", str(llama), "--device", "cuda", "--load-format", "dummy",
          "--dtype", "bfloat16", "--backend", backends, "--batch-size", "1", "--input-len",

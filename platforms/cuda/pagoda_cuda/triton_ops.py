@@ -1,7 +1,10 @@
-"""The shared Triton kernels as NVIDIA GPUs launch them: on compute capability 9.0 and up
-(Hopper on), the kernels of a decode step are launched while the one ahead of them still
-runs (programmatic dependent launch, `TritonLaunch.dependent_launch`); elsewhere with
-Triton's defaults.
+"""The shared Triton kernels as NVIDIA GPUs launch them: with Triton's defaults, or, when
+PAGODA_CUDA_DEPENDENT_LAUNCH=1 on compute capability 9.0 and up (Hopper on), each launched
+while the one ahead of it still runs (programmatic dependent launch,
+`TritonLaunch.dependent_launch`). That is off by default: on the H200 one 8B request's
+128 tokens took 607 against 581 ms in bf16 and 484 against 423 ms with FP8 weights with it
+(`pagoda bench latency`, session 12 in docs/benchmarks.md): a kernel waiting at its start
+holds its multiprocessor slots while the one ahead of it still needs them.
 
 `KERNELS` holds the CUDA kernel providers' implementations: each has its op's reference
 signature and passes `launch=` to `pagoda.kernels.triton`.
@@ -21,14 +24,14 @@ from pagoda.kernels.triton.launched import LaunchedKernels
 DEPENDENT_LAUNCH_CAPABILITY = (9, 0)
 """The first compute capability with programmatic dependent launch."""
 DEPENDENT_LAUNCH_ENV = "PAGODA_CUDA_DEPENDENT_LAUNCH"
-"""Set to 0 to launch every kernel only after the one ahead of it (benchmarks compare)."""
+"""Set to 1 to launch kernels dependently where the device can (benchmarks compare)."""
 
 
 @functools.cache
 def device_launch(device: torch.device) -> TritonLaunch:
     """Launch parameters for `device` (its capability read once)."""
     capable = torch.cuda.get_device_capability(device) >= DEPENDENT_LAUNCH_CAPABILITY
-    wanted = os.environ.get(DEPENDENT_LAUNCH_ENV, "1") != "0"
+    wanted = os.environ.get(DEPENDENT_LAUNCH_ENV, "0") == "1"
     return TritonLaunch(dependent_launch=capable and wanted and dependent_launch_supported())
 
 

@@ -307,16 +307,21 @@ def test_transformers_fallback_matches_cpu(name: str, tmp_path: Path) -> None:
     assert _greedy(fast, prompts) == _greedy(eager, prompts) == expected
 
 
-def test_hopper_launches_a_steps_kernels_dependently() -> None:
-    """From sm_90 on, the providers launch kernels before the one ahead of them ends (each
-    waits for it first): a captured chain of such launches, replayed, computes exactly what
-    the same launches compute eagerly."""
+def test_hopper_launches_a_steps_kernels_dependently(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With PAGODA_CUDA_DEPENDENT_LAUNCH=1 (off by default), from sm_90 on, the providers
+    launch kernels before the one ahead of them ends (each waits for it first): a captured
+    chain of such launches, replayed, computes exactly what the same launches compute
+    eagerly."""
+    from pagoda_cuda import triton_ops
     from pagoda_cuda.triton_ops import KERNELS, device_launch
 
     device = torch.device("cuda", 0)
     capable = torch.cuda.get_device_capability(device) >= (9, 0)
-    wanted = os.environ.get("PAGODA_CUDA_DEPENDENT_LAUNCH", "1") != "0"
+    wanted = os.environ.get("PAGODA_CUDA_DEPENDENT_LAUNCH") == "1"
     assert device_launch(device).dependent_launch == (capable and wanted)
+    monkeypatch.setenv("PAGODA_CUDA_DEPENDENT_LAUNCH", "1")
+    monkeypatch.setattr(triton_ops, "device_launch", device_launch.__wrapped__)
+    assert triton_ops.device_launch(device).dependent_launch == capable
     gen = torch.Generator(device).manual_seed(5)
     x = torch.randn(1, 1024, device=device, dtype=torch.bfloat16, generator=gen)
     up = torch.randn(2048, 1024, device=device, dtype=torch.bfloat16, generator=gen) / 32
