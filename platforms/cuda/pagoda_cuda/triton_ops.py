@@ -3,8 +3,8 @@ PAGODA_CUDA_DEPENDENT_LAUNCH=1 on compute capability 9.0 and up (Hopper on), eac
 while the one ahead of it still runs (programmatic dependent launch,
 `TritonLaunch.dependent_launch`). That is off by default: on the H200 one 8B request's
 128 tokens took 607 against 581 ms in bf16 and 484 against 423 ms with FP8 weights with it
-(`pagoda bench latency`, session 12 in docs/benchmarks.md): a kernel waiting at its start
-holds its multiprocessor slots while the one ahead of it still needs them.
+(`pagoda bench latency`, session 12 in docs/benchmarks.md; not profiled: the likely cost
+is a kernel launched early holding multiprocessor slots while it waits).
 
 `KERNELS` holds the CUDA kernel providers' implementations: each has its op's reference
 signature and passes `launch=` to `pagoda.kernels.triton`.
