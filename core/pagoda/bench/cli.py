@@ -6,6 +6,7 @@ import argparse
 import dataclasses
 import json
 import logging
+from statistics import fmean
 from typing import TYPE_CHECKING, Any
 
 from pagoda.bench.config import LatencyConfig, OfflineBenchConfig, ThroughputConfig
@@ -117,25 +118,25 @@ def _latencies(bench: LatencyConfig, seed: int, backend: Any,
             for i in range(bench.num_iters)]
 
 
-def _first_token(bench: LatencyConfig, seed: int, backend: Any, runs: list[RunResult]
-                 ) -> tuple[float, float]:
-    """(time to the first token, time per output token after it) of the timed runs.
+def _first_token(bench: LatencyConfig, seed: int, backend: Any, runs: list[RunResult],
+                 whole_mean: float) -> tuple[float, float]:
+    """(time to the first token, time per output token after it) of the timed `runs`,
+    whose mean latency is `whole_mean`.
 
     Where the backend timestamps each request's first and last token (Pagoda), both come
     from them, request by request. Otherwise (HF) the same prompts run again with one output
     token, warmed up like the whole runs, and the time per token is the difference of the
-    means spread over the other tokens. Pagoda's one-token runs once took 20 to 260 ms on
-    the H200 for a 20 ms prefill (session 12), which the difference turned into a time per
-    token 1.8 ms short."""
+    means spread over the other tokens (Pagoda's one-token runs on the H200 were not
+    trustworthy: docs/benchmarks.md, session 12)."""
+    later = bench.output_len - 1
     if all(len(r.ttfts) == len(r.request_latencies) == bench.batch_size for r in runs):
-        pairs = [(t, (lat - t) / (bench.output_len - 1))
-                 for r in runs for t, lat in zip(r.ttfts, r.request_latencies, strict=True)]
-        return (sum(t for t, _ in pairs) / len(pairs), sum(d for _, d in pairs) / len(pairs))
+        ttfts = [t for r in runs for t in r.ttfts]
+        lasts = [lat for r in runs for lat in r.request_latencies]
+        return fmean(ttfts), (fmean(lasts) - fmean(ttfts)) / later
     for i in range(bench.num_iters_warmup):
         backend.run(_workload(bench, backend, bench.batch_size, seed + 2000 + i, 1))
-    first = summarize([r.elapsed for r in _latencies(bench, seed, backend, 1)])["mean"]
-    whole = summarize([r.elapsed for r in runs])["mean"]
-    return first, (whole - first) / (bench.output_len - 1)
+    first = fmean(r.elapsed for r in _latencies(bench, seed, backend, 1))
+    return first, (whole_mean - first) / later
 
 
 def _run_latency(bench: LatencyConfig, seed: int, backends: list[Any]) -> dict[str, Any]:
@@ -155,7 +156,7 @@ def _run_latency(bench: LatencyConfig, seed: int, backends: list[Any]) -> dict[s
               f"{bench.input_len} in, {bench.output_len} out); p50 {whole['p50']:.4f}, "
               f"p90 {whole['p90']:.4f}, p99 {whole['p99']:.4f}")
         if bench.output_len > 1:
-            first, tpot = _first_token(bench, seed, backend, runs)
+            first, tpot = _first_token(bench, seed, backend, runs, whole["mean"])
             report.update(first_token_latency_s=first, time_per_output_token_s=tpot)
             print(f"First token: {first * 1e3:.2f} ms; time per output token after it: "
                   f"{tpot * 1e3:.3f} ms")
