@@ -4,6 +4,13 @@
     pip install llama-cpp-python          # benchmark-only; builds llama.cpp (~5 min)
     python ci/bench_smollm2_cpu.py --output-json smollm2.json
 
+llama.cpp builds for the CPU it is built on; to compare on the AVX2 paths of an AVX-512
+machine, build it without AVX-512 into a folder of its own and put that first:
+
+    CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON" \
+        pip install --no-binary llama-cpp-python --target /tmp/llama_avx2 llama-cpp-python
+    PYTHONPATH=/tmp/llama_avx2 PAGODA_CPU_ISA=avx2 ... python ci/bench_smollm2_cpu.py
+
 Figures: single-stream decode tokens/s (128 new tokens), prefill tokens/s of a 512-token
 prompt, and total output tokens/s for 16 and 64 concurrent ~64-token prompts with 128 new
 tokens each. Greedy decoding, end-of-sequence ignored, random token prompts. Each engine
@@ -108,7 +115,10 @@ class LlamaCppRunner:
         import llama_cpp
 
         self.lib = llama_cpp
-        self.name = f"llama.cpp {llama_cpp.__version__} ({threads} threads" + (
+        features = llama_cpp.llama_print_system_info().decode()
+        isa = "AVX-512" if "AVX512 = 1" in features else "AVX2" if "AVX2 = 1" in features \
+            else "no AVX2"
+        self.name = f"llama.cpp {llama_cpp.__version__} ({isa} build, {threads} threads" + (
             ", flash-attn)" if flash_attn else ")")
         self.llm = llama_cpp.Llama(str(path), n_ctx=512, n_threads=threads, verbose=False)
         # Llama() makes a one-sequence context; decode parallel sequences in our own.

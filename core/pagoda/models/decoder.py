@@ -36,6 +36,8 @@ from pagoda.quant.tensors import GroupQuantWeight
 if TYPE_CHECKING:
     from transformers import PretrainedConfig
 
+    from pagoda.models.decode_fusion import FusedDecodeLayer
+
 
 FeedForward = Callable[..., nn.Module]
 """Builds decoder layer `index`'s feed-forward block, a module from hidden states [T, H] to
@@ -137,6 +139,8 @@ class DecoderLayer(nn.Module):
         self.post_attention_layernorm = norm()
         self.pre_feedforward_layernorm = norm() if spec.sandwich_norms else None
         self.post_feedforward_layernorm = norm() if spec.sandwich_norms else None
+        self.fused_decode: FusedDecodeLayer | None = None
+        """The platform's fused decode step (`pagoda.models.decode_fusion`), if it gave one."""
 
     def forward(
         self,
@@ -147,6 +151,12 @@ class DecoderLayer(nn.Module):
         attn_metadata: AttentionMetadata,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """-> (this layer's output, the residual stream before it is added)."""
+        fused = self.fused_decode
+        if (fused is not None and attn_metadata.is_pure_decode
+                and attn_metadata.num_tokens <= fused.max_rows):
+            q, k, v, residual = fused.pre_attention(positions, hidden_states, residual)
+            return fused.post_attention(self.self_attn.attn(q, k, v, kv_cache, attn_metadata),
+                                        residual)
         if residual is None:
             residual, hidden_states = hidden_states, self.input_layernorm(hidden_states)
         else:

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import torch
 
 if TYPE_CHECKING:
+    from pagoda.models.decode_fusion import DecodeLayerSpec, FusedDecodeLayer
     from pagoda.platforms.graphs import GraphCapture
     from pagoda.platforms.step_padding import StepPadding, StepShape
 
@@ -142,6 +143,11 @@ class Platform(ABC):
         """How the model runner pads steps to static shapes, for an engine whose largest
         step is `limits`; None (the default): every step runs at its own shape. Raise
         ValueError when the limits do not fit the platform's shapes."""
+        return None
+
+    def fuse_decode_layer(self, spec: DecodeLayerSpec) -> FusedDecodeLayer | None:
+        """A decoder layer's decode step in two calls around its attention, from its parts
+        (`pagoda.models.decode_fusion`); None (the default): the layer runs op by op."""
         return None
 
     def after_forward(self) -> None:

@@ -9,6 +9,8 @@ F16 ...) in any part is dequantized to the model dtype, and the log counts those
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
+from typing import Any
 
 import torch
 from torch import nn
@@ -86,6 +88,11 @@ class GGUFMethod(OpLinearMethod):
         if layer.qweight is None:
             return layer.linear_op(x, layer.weight, bias)
         return layer.quant_op(x, layer.qweight, bias)
+
+    def kernel_call(self, layer: nn.Module) -> tuple[Callable[..., torch.Tensor], Any]:
+        if layer.qweight is None:
+            return layer.linear_op, layer.weight
+        return layer.quant_op, layer.qweight
 
     def canonical(self, layer: nn.Module) -> GroupQuantWeight:  # pragma: no cover
         raise AssertionError("GGUF layers build their weight in process_weights_after_loading")

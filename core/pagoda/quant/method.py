@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from abc import ABC
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 import torch
@@ -74,3 +75,9 @@ class QuantMethod(ABC):
     ) -> torch.Tensor:
         """y = x @ W^T (+ bias) with this method's weights."""
         raise NotImplementedError(f"{type(self).__name__} gives each layer a method of its own")
+
+    def kernel_call(self, layer: nn.Module) -> tuple[Callable[..., torch.Tensor], Any] | None:
+        """(op, weight) where `apply(layer, x, bias)` is exactly `op(x, weight, bias)` (one
+        call of a resolved op), for a platform that fuses the layer with its neighbours
+        (`Platform.fuse_decode_layer`); None where apply does more (the default)."""
+        return None

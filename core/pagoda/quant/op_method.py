@@ -12,8 +12,9 @@ platforms that offer it.
 from __future__ import annotations
 
 from abc import abstractmethod
+from collections.abc import Callable
 from dataclasses import replace
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import torch
 from torch import nn
@@ -62,6 +63,9 @@ class OpLinearMethod(QuantMethod):
         self, layer: nn.Module, x: torch.Tensor, bias: torch.Tensor | None = None
     ) -> torch.Tensor:
         return layer.quant_op(x, layer.qweight, bias)
+
+    def kernel_call(self, layer: nn.Module) -> tuple[Callable[..., torch.Tensor], Any]:
+        return layer.quant_op, layer.qweight
 
 
 def in_model_dtype(weight: QuantizedWeight, dtype: torch.dtype) -> QuantizedWeight:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import torch
 from torch import nn
 
@@ -25,3 +28,6 @@ class UnquantizedMethod(QuantMethod):
         self, layer: nn.Module, x: torch.Tensor, bias: torch.Tensor | None = None
     ) -> torch.Tensor:
         return layer.linear_op(x, layer.weight, bias)
+
+    def kernel_call(self, layer: nn.Module) -> tuple[Callable[..., torch.Tensor], Any]:
+        return layer.linear_op, layer.weight

@@ -24,8 +24,9 @@ input), and the layer permutes its input the same way before the matmul.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 import torch
 from torch import nn
@@ -199,3 +200,6 @@ class WoqLinearMethod(OpLinearMethod):
         if layer.input_perm is not None:
             x = x.index_select(-1, layer.input_perm)
         return layer.quant_op(x, layer.qweight, bias)
+
+    def kernel_call(self, layer: nn.Module) -> tuple[Callable[..., torch.Tensor], Any] | None:
+        return None if layer.input_perm is not None else (layer.quant_op, layer.qweight)

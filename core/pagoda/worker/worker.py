@@ -25,6 +25,7 @@ from pagoda.executor.base import Worker as WorkerBase
 from pagoda.lora.manager import LoRAManager
 from pagoda.lora.request import LoRARequest
 from pagoda.model_source import ModelSource, resolve_model
+from pagoda.models.decode_fusion import fuse_decode_layers
 from pagoda.models.layers.attention import log_kv_cache_scales
 from pagoda.models.layers.moe import has_experts
 from pagoda.models.pooler import PoolingModel, whole_prompt_reason
@@ -89,6 +90,9 @@ class Worker(WorkerBase):
             self.config.model.runner)
         self.pooling = self.model if isinstance(self.model, PoolingModel) else None
         self.lora = self._lora_manager(dtype) if self.config.lora.enable_lora else None
+        fused = fuse_decode_layers(self.model, self.platform)
+        if fused:
+            logger.info("%d decoder layers take the platform's fused decode step", fused)
         log_kv_cache_scales(self.model, kv_dtype)
         if self.config.parallel.enable_expert_parallel and not has_experts(self.model):
             logger.warning("enable_expert_parallel: %s has no mixture-of-experts layers here "

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import torch
 
 from pagoda.platforms import MemoryInfo, Platform
 from pagoda.platforms.host_memory import host_memory
 from pagoda_cpu import csrc
 from pagoda_cpu.host import core_count, device_name, has_fast_bf16
+
+if TYPE_CHECKING:
+    from pagoda.models.decode_fusion import DecodeLayerSpec, FusedDecodeLayer
 
 
 class CpuPlatform(Platform):
@@ -31,6 +36,13 @@ class CpuPlatform(Platform):
         us against 1234 on 2 Zen 5 cores). In bfloat16 the dense matmuls win everywhere but at
         one sequence."""
         return dtype == torch.float32 and csrc.native() is not None
+
+    def fuse_decode_layer(self, spec: DecodeLayerSpec) -> FusedDecodeLayer | None:
+        """The native kernels' `DecodeLayer` where every op of the layer is theirs
+        (`pagoda_cpu.decode_layer`)."""
+        from pagoda_cpu.decode_layer import fuse_decode_layer
+
+        return fuse_decode_layer(spec)
 
     def device_count(self) -> int:
         return 1
