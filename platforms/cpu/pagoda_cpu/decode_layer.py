@@ -4,8 +4,9 @@ Where a layer's ops are all the native kernels' (float32, every linear packed fo
 `pagoda_cpu.csrc_ops`, SiLU), its decode step runs as `pagoda_cpu._C.DecodeLayer`: the
 norm, qkv projection and rotary embedding in one call, the output projection, norm and MLP
 in another, the same kernels in the same order as op by op. SmolLM2's 30 layers spent
-about 2 ms a decode step of ~9 ms in the Python between those kernels (module calls,
-views, the linear's dispatch; 2 Zen 5 cores).
+about 2 ms of a 9.2 ms decode step in the Python between those kernels (module calls,
+views, the linear's dispatch; 2 Zen 5 cores); fused, the step takes 7.2 ms
+(docs/benchmarks.md, "Session 13").
 """
 
 from __future__ import annotations
