@@ -103,8 +103,8 @@ def decode_layer_spec(layer: nn.Module) -> DecodeLayerSpec | None:
     assert qkv and o and gate_up and down
     rotary = attn.rotary_emb
     return DecodeLayerSpec(
-        norm.weight, post.weight, norm.eps, norm._rms_norm, norm._fused_add_rms_norm, qkv, o,
-        gate_up, down, mlp._act_and_mul, rotary._rotary_embedding, rotary.cos_sin_cache,
+        norm.weight, post.weight, norm.eps, norm.rms_norm_op, norm.fused_add_rms_norm_op, qkv, o,
+        gate_up, down, mlp.act_and_mul_op, rotary.rotary_embedding_op, rotary.cos_sin_cache,
         rotary.is_neox, attn.num_heads, attn.num_kv_heads, attn.head_size)
 
 

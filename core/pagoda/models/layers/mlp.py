@@ -57,7 +57,7 @@ class GatedMLP(nn.Module):
             intermediate_size, hidden_size, bias=bias, dtype=dtype, quant_method=quant_method,
             prefix=f"{prefix}down_proj",
         )
-        self._act_and_mul = gated_activation(activation)
+        self.act_and_mul_op = gated_activation(activation)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.down_proj(self._act_and_mul(self.gate_up_proj(x)))
+        return self.down_proj(self.act_and_mul_op(self.gate_up_proj(x)))

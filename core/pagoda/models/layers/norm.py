@@ -25,8 +25,8 @@ class RMSNorm(nn.Module):
             torch.empty(size, dtype=torch.float32 if offset else dtype), requires_grad=False
         )
         ops = current_ops()
-        self._rms_norm = ops.rms_norm
-        self._fused_add_rms_norm = ops.fused_add_rms_norm
+        self.rms_norm_op = ops.rms_norm
+        self.fused_add_rms_norm_op = ops.fused_add_rms_norm
 
     def checkpoint_slice(self, tensor: torch.Tensor, shard: str | None,
                          attr: str) -> torch.Tensor:
@@ -34,13 +34,13 @@ class RMSNorm(nn.Module):
         return tensor.float() + 1.0 if self.offset else tensor
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self._rms_norm(x, self.weight, self.eps)
+        return self.rms_norm_op(x, self.weight, self.eps)
 
     def add_norm(
         self, x: torch.Tensor, residual: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """(norm(x + residual), x + residual): the residual stream's add fused with the norm."""
-        return self._fused_add_rms_norm(x, residual, self.weight, self.eps)
+        return self.fused_add_rms_norm_op(x, residual, self.weight, self.eps)
 
 
 class LayerNorm(nn.Module):

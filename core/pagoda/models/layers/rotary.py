@@ -223,13 +223,13 @@ class RotaryEmbedding(nn.Module):
         angles = torch.outer(torch.arange(max_position, dtype=torch.float32), inv_freq.float())
         cos_sin = torch.cat((angles.cos(), angles.sin()), dim=-1) * attention_factor
         self.register_buffer("cos_sin_cache", cos_sin, persistent=False)  # [max_pos, rot_dim]
-        self._rotary_embedding = current_ops().rotary_embedding
+        self.rotary_embedding_op = current_ops().rotary_embedding
 
     def forward(
         self, positions: torch.Tensor, query: torch.Tensor, key: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """query [T, H, D], key [T, K, D] -> rotated (query, key)."""
-        return self._rotary_embedding(positions, query, key, self.cos_sin_cache, self.is_neox)
+        return self.rotary_embedding_op(positions, query, key, self.cos_sin_cache, self.is_neox)
 
 
 def get_rotary_embedding(config: Any, head_size: int, *, is_neox: bool = True,
