@@ -20,6 +20,8 @@ from pagoda_cpu import csrc_ops
 from pagoda_cpu.csrc import native
 
 NO_ROW_LIMIT = 2**31 - 1
+"""max_rows where no linear of the layer is ever dequantized per call (its GEMM kernel
+takes every row count)."""
 
 
 def _packed(linear: FusableLinear) -> csrc_ops.PackedWoqWeight | None:
@@ -42,12 +44,12 @@ def fuse_decode_layer(spec: DecodeLayerSpec) -> Any | None:
         return None
     linears = (spec.qkv, spec.o, spec.gate_up, spec.down)
     weights = [_packed(linear) for linear in linears]
-    if any(w is None for w in weights):
+    if None in weights:
         return None
-    max_rows = min(w.gemm_max_rows or NO_ROW_LIMIT for w in weights if w is not None)
-    return kernels.DecodeLayer(
-        [kernels.PackedLinear(w.codes, w.scales, w.offsets, w.bits, linear.bias,
-                              w.gemv_max_rows)
-         for w, linear in zip(weights, linears, strict=True) if w is not None],
-        spec.input_norm, spec.post_attention_norm, spec.eps, spec.cos_sin_cache,
-        spec.is_neox, spec.num_heads, spec.num_kv_heads, spec.head_size, max_rows)
+    packed = [kernels.PackedLinear(w.codes, w.scales, w.offsets, w.bits, linear.bias,
+                                   w.gemv_max_rows)
+              for w, linear in zip(weights, linears, strict=True)]
+    max_rows = min(w.gemm_max_rows or NO_ROW_LIMIT for w in weights)
+    return kernels.DecodeLayer(*packed, spec.input_norm, spec.post_attention_norm, spec.eps,
+                               spec.cos_sin_cache, spec.is_neox, spec.num_heads,
+                               spec.num_kv_heads, spec.head_size, max_rows)
