@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The GPU check of pagoda-cuda: one command on an NVIDIA machine, from the repository root.
 #
-#   bash ci/gpu.sh [all|tests|bench] [A B C D E F G L M N P Q R S V W]  (default: all; benchmarks A-F)
+#   bash ci/gpu.sh [all|tests|bench] [A B C D E F G L M N P Q R S U V W]  (default: all; benchmarks A-F)
 #   bash ci/gpu.sh cudatests | kerneltests    (the two halves of tests)
 #   bash ci/gpu.sh quanttests | quantbench [ci/bench_quant_kernels.py arguments]
 #

@@ -24,6 +24,9 @@ S  structured outputs: A (Pagoda alone) with a JSON schema on every request, bes
    run without (a stand-in tokenizer with ASCII characters, so JSON can be spelled)
 W  dependent launch: C with bf16, FP8 and INT4 weights, each with programmatic dependent
    launch off and on (PAGODA_CUDA_DEPENDENT_LAUNCH=0/1), in one run
+U  fused decode layers: C with bf16, FP8 and INT4 weights, each with the layers' norms and
+   SiLU run as kernels of their own and computed by the one-row matmuls
+   (PAGODA_CUDA_FUSE_DECODE=0/1), in one run
 V  speculative decoding (ci/bench_speculative.py), each beside no speculation: n-gram
    prompt lookup on the copy-heavy chat workload (the bundled SmolLM2-135M, real weights),
    and one request (128 in, 128 out) of the 8B shape with a Qwen3-0.6B-shape draft of the
@@ -210,9 +213,10 @@ def quantized(out: Path, llama: Path, s: dict) -> list[dict]:
 
 
 def quantized_c(out: Path, llama: Path, s: dict, tag: str, quantization: str, goal: str,
-                env: dict[str, str] | None = None) -> dict:
-    """C with `quantization` ("": bf16) weights, with `env` added to the environment."""
-    extra = ["--quantization", quantization] if quantization else []
+                env: dict[str, str] | None = None, args: tuple[str, ...] = ()) -> dict:
+    """C with `quantization` ("": bf16) weights, with `env` added to the environment and
+    `args` to the command."""
+    extra = [*(["--quantization", quantization] if quantization else []), *args]
     name = tag + "".join(f"-{k.rpartition('_')[2].lower()}{v}" for k, v in (env or {}).items())
     result = out / f"QC-{name}.json"
     run([*PAGODA, "bench", "latency", str(llama), "--device", "cuda", "--load-format",
@@ -235,6 +239,15 @@ def dependent_launch(out: Path, llama: Path, s: dict) -> list[dict]:
     return [quantized_c(out, llama, s, tag, q, "report", {"PAGODA_CUDA_DEPENDENT_LAUNCH": pdl})
             for tag, q in (("bf16", ""), ("fp8", "fp8"), ("int4", "int4"))
             for pdl in ("0", "1")]
+
+
+def fused_decode(out: Path, llama: Path, s: dict) -> list[dict]:
+    """U: C in bf16, FP8 and INT4 weights with the decode layers op by op, then fused (one
+    decode graph, of one sequence: --max-num-seqs 1)."""
+    return [quantized_c(out, llama, s, tag, q, "report", {"PAGODA_CUDA_FUSE_DECODE": fused},
+                        ("--max-num-seqs", "1"))
+            for tag, q in (("bf16", ""), ("fp8", "fp8"), ("int4", "int4"))
+            for fused in ("0", "1")]
 
 
 def bench_l(out: Path, llama: Path) -> dict:
@@ -457,7 +470,8 @@ def main() -> int:
             "G": lambda: gemv(out, llama), "Q": lambda: quantized(out, llama, s8),
             "M": lambda: [bench_m(out, moe, s30)], "N": lambda: [bench_n(out, moe, s30)],
             "S": lambda: structured(out, s8), "V": lambda: speculative(out, llama),
-            "L": lambda: [bench_l(out, llama)], "W": lambda: dependent_launch(out, llama, s8)}
+            "L": lambda: [bench_l(out, llama)], "W": lambda: dependent_launch(out, llama, s8),
+            "U": lambda: fused_decode(out, llama, s8)}
     for key in dict.fromkeys("E" if k == "F" else k for k in wanted):
         try:
             rows += plan[key]()

@@ -38,6 +38,13 @@ def tiny_configs() -> dict[str, PretrainedConfig]:
     }
 
 
+def wide_llama_config() -> LlamaConfig:
+    """A tiny Llama whose linears every quantization at load can take (their inputs are
+    multiples of 128, INT4's group)."""
+    return LlamaConfig(**{**_COMMON, "hidden_size": 128, "intermediate_size": 256},
+                       rope_theta=10000.0)
+
+
 LONGROPE_CONTEXT = 64
 """The original context of the tiny Phi-3's LongRoPE (the engine serves up to it)."""
 

@@ -25,7 +25,7 @@ TARGET = GPUTarget("cuda", 90, 32)
 
 def _signature(fn: Any, consts: dict[str, Any], types: dict[str, str]) -> dict[str, str]:
     """constexprs, the pointer types in `types` (others *bf16), int32 scalars."""
-    return {name: "constexpr" if name in consts else
+    return {name: "constexpr" if name in consts else "fp32" if name == "eps" else
             types.get(name, "*bf16" if name.endswith("_ptr") else "i32")
             for name in fn.arg_names}
 
@@ -47,14 +47,14 @@ def _qgemm(code: str, **overrides: Any) -> dict[str, Any]:
 
 def _woq(**overrides: Any) -> dict[str, Any]:
     consts = dict(BITS=4, GROUP=128, BLOCK_M=1, BLOCK_N=8, BLOCK_K=1024, HAS_BIAS=False,
-                  NUM_SPLITS=1, STAGES=3)
+                  NUM_SPLITS=1, STAGES=3, INPUT=0, HAS_RESIDUAL=False, NORM_BLOCK=4096)
     consts.update(overrides)
     return consts
 
 
 def _row(**overrides: Any) -> dict[str, Any]:
     consts = dict(BLOCK_N=16, BLOCK_K=1024, HAS_BIAS=False, NUM_SPLITS=1, STAGES=3,
-                  X_BLOCK=4096, ASM=True)
+                  X_BLOCK=4096, ASM=True, INPUT=0, HAS_RESIDUAL=False, NORM_BLOCK=4096)
     consts.update(overrides)
     return consts
 
@@ -106,12 +106,22 @@ VARIANTS: list[tuple[str, Any, dict[str, Any], dict[str, str], int]] = [
     ("qgemm int8 16x64", _qgemm_kernel, _qgemm("*i8", BLOCK_M=16, BLOCK_N=64),
      {**INT8, "xq_ptr": "*i8"}, 4),
     ("woq gemv int4 g128 1 row", _woq_gemv_kernel, _woq(), WOQ, 4),
+    ("woq gemv int4 g128 1 row, add + rms_norm before", _woq_gemv_kernel,
+     _woq(INPUT=1, HAS_RESIDUAL=True), WOQ, 4),
+    ("woq gemv int4 g128 1 row, silu_and_mul before", _woq_gemv_kernel,
+     _woq(INPUT=2, NORM_BLOCK=8192), WOQ, 4),
     ("woq gemv int4 g32 8 rows split", _woq_gemv_kernel,
      _woq(GROUP=32, BLOCK_M=8, BLOCK_K=128, NUM_SPLITS=4, HAS_BIAS=True), WOQ, 4),
     ("woq gemv int8 g32 fp32 scales", _woq_gemv_kernel, _woq(BITS=8, GROUP=32, BLOCK_K=512),
      {**WOQ, "s_ptr": "*fp32", "o_ptr": "*fp32"}, 4),
     ("row gemv fp8 dynamic", _fp8_row_gemv_kernel,
      _row(STATIC=False, EVEN_K=True), FP8, 4),
+    ("row gemv fp8 dynamic, add + rms_norm before", _fp8_row_gemv_kernel,
+     _row(STATIC=False, EVEN_K=True, INPUT=1, HAS_RESIDUAL=True), FP8, 4),
+    ("row gemv fp8 dynamic, silu_and_mul before", _fp8_row_gemv_kernel,
+     _row(STATIC=False, EVEN_K=True, INPUT=2, NORM_BLOCK=8192), FP8, 4),
+    ("row gemv fp8 static, rms_norm before, split", _fp8_row_gemv_kernel,
+     _row(STATIC=True, EVEN_K=True, INPUT=1, NUM_SPLITS=4), FP8, 4),
     ("row gemv fp8 static odd K split bias", _fp8_row_gemv_kernel,
      _row(STATIC=True, EVEN_K=False, NUM_SPLITS=4, HAS_BIAS=True), FP8, 4),
     ("row gemv fp8 dynamic, bit moves", _fp8_row_gemv_kernel,

@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Any
+import os
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from pagoda.platforms.accelerator import AcceleratorPlatform
+
+if TYPE_CHECKING:
+    from pagoda.models.decode_fusion import DecodeLayerSpec, FusedDecodeLayer
+
+FUSE_DECODE_ENV = "PAGODA_CUDA_FUSE_DECODE"
+"""Set to 0 to run one-sequence decode steps op by op (benchmarks compare)."""
 
 
 class CudaPlatform(AcceleratorPlatform):
@@ -30,6 +37,17 @@ class CudaPlatform(AcceleratorPlatform):
 
     def device_detail(self, props: Any) -> str:
         return f"sm_{props.major}{props.minor}"
+
+    def fuse_decode_layer(self, spec: DecodeLayerSpec) -> FusedDecodeLayer | None:
+        """One-sequence decode steps with the residual add and RMSNorm, and SiLU-and-mul,
+        computed by the one-row matmul kernels after them (`pagoda.kernels.triton.
+        decode_layer`)."""
+        if os.environ.get(FUSE_DECODE_ENV, "1") == "0":
+            return None
+        from pagoda.kernels.triton.decode_layer import fuse_decode_layer
+        from pagoda_cuda.triton_ops import KERNELS
+
+        return fuse_decode_layer(spec, KERNELS)
 
     def describe(self) -> dict[str, object]:
         info = super().describe()

@@ -9,6 +9,10 @@ the time to stream W. Each program owns BLOCK_N output columns (rows of W) and w
 - with more rows the tile is the left operand of `tl.dot` (x, padded to 16 rows, the right
   one), so tensor cores do the arithmetic.
 
+One row on the register path may also be given as the inputs of the op before the matmul
+(`row_input.RowInput`: RMSNorm with or without the residual add, SiLU-and-mul), which the
+kernel then computes itself (`linear_row`).
+
 When the output has too few column tiles to give every multiprocessor work, K is split
 across programs that write float32 partial sums, which a second kernel adds in a fixed
 order: results do not depend on timing (no atomics). Above SERVED_ROWS rows torch's
@@ -37,6 +41,7 @@ from pagoda.kernels.triton.common import (
     wait_for_prior_kernels,
 )
 from pagoda.kernels.triton.launch import DEFAULT_LAUNCH, TritonLaunch
+from pagoda.kernels.triton.row_input import PLAIN, RowInput, row_scale, row_values
 
 MAX_ROWS = 16
 """Most rows of x the kernel takes (`linear_with`)."""
@@ -122,16 +127,20 @@ def plan_gemv(m: int, n: int, k: int, units: int, itemsize: int = 2,
 # M changes with the batch: left unspecialised, so that 2..16 rows share compiled variants.
 @triton.jit(do_not_specialize=["M"])
 def _gemv_kernel(
-    out_ptr, part_ptr, x_ptr, w_ptr, bias_ptr, M, N, K, split_len,
-    stride_om, stride_xm, stride_wn,
+    out_ptr, part_ptr, x_ptr, w_ptr, bias_ptr, r_ptr, nw_ptr, sum_ptr, eps, M, N, K,
+    split_len, stride_om, stride_xm, stride_wn,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, EVEN_K: tl.constexpr,
     USE_DOT: tl.constexpr, DOT_DTYPE: tl.constexpr, HAS_BIAS: tl.constexpr,
-    NUM_SPLITS: tl.constexpr, STAGES: tl.constexpr, PDL: tl.constexpr,
+    NUM_SPLITS: tl.constexpr, STAGES: tl.constexpr, INPUT: tl.constexpr,
+    HAS_RESIDUAL: tl.constexpr, NORM_BLOCK: tl.constexpr, PDL: tl.constexpr,
 ):
     """Columns [BLOCK_N * program 0, +BLOCK_N) of x W^T over the K range of split
-    `program 1`: the output, or float32 partial sums [NUM_SPLITS, M, N] to be added."""
+    `program 1`: the output, or float32 partial sums [NUM_SPLITS, M, N] to be added. For
+    one row on the register path x may be a `RowInput` other than PLAIN (r_ptr, nw_ptr,
+    sum_ptr and eps are its other arguments)."""
     wait_for_prior_kernels(PDL)
     split = tl.program_id(1)
+    inv_rms = row_scale(x_ptr, r_ptr, nw_ptr, sum_ptr, K, eps, INPUT, HAS_RESIDUAL, NORM_BLOCK)
     n = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
     m = tl.arange(0, BLOCK_M)
     k = tl.arange(0, BLOCK_K)
@@ -152,11 +161,15 @@ def _gemv_kernel(
     for start in tl.range(lo, hi, BLOCK_K, num_stages=STAGES):
         if EVEN_K:
             w = tl.load(w_tile + start)
+        else:
+            w = tl.load(w_tile + start, mask=(start + k < hi)[None, :], other=0.0)
+        if INPUT != PLAIN:  # one row (BLOCK_M == 1): the op before computed here
+            x = row_values(x_ptr, r_ptr, nw_ptr, start + k[None, :], (start + k < hi)[None, :],
+                           inv_rms, K, INPUT, HAS_RESIDUAL)
+        elif EVEN_K:
             x = tl.load(x_tile + start, mask=m_ok[:, None], other=0.0)
         else:
-            k_ok = start + k < hi
-            w = tl.load(w_tile + start, mask=k_ok[None, :], other=0.0)
-            x = tl.load(x_tile + start, mask=m_ok[:, None] & k_ok[None, :], other=0.0)
+            x = tl.load(x_tile + start, mask=m_ok[:, None] & (start + k < hi)[None, :], other=0.0)
         if USE_DOT:
             acc = tl.dot(w.to(DOT_DTYPE), tl.trans(x.to(DOT_DTYPE)), acc, input_precision="ieee")
         elif BLOCK_M == 1:
@@ -209,16 +222,28 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = No
     return linear_with(x, weight, bias, plan, launch=launch)
 
 
-def linear_with(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
+def linear_row(row: RowInput, weight: torch.Tensor, bias: torch.Tensor | None = None, *,
+               launch: TritonLaunch = DEFAULT_LAUNCH) -> torch.Tensor:
+    """[1, N]: `row` (its op computed by the kernel, see `row_input`) times weight^T (+ b);
+    weight of x's type, one of KERNEL_DTYPES."""
+    plan = plan_gemv(1, weight.shape[0], row.width, parallel_units(row.x.device),
+                     row.x.element_size(), launch)
+    return linear_with(row, weight, bias, plan, launch=launch)
+
+
+def linear_with(x: torch.Tensor | RowInput, weight: torch.Tensor, bias: torch.Tensor | None,
                 plan: GemvPlan, *, launch: TritonLaunch = DEFAULT_LAUNCH) -> torch.Tensor:
     """`linear` through the kernel as `plan` says, for up to MAX_ROWS rows and any K and N
-    (tests and benchmarks); of `launch`, the kernels take its dependent launch, and the
-    kernel that adds split partial sums its row-kernel parameters."""
-    k, n = x.shape[-1], weight.shape[0]
-    x2 = rows(x, k)
+    (tests and benchmarks), or `linear_row` (one row, on the register path); of `launch`,
+    the kernels take its dependent launch, and the kernel that adds split partial sums its
+    row-kernel parameters."""
+    row = x if isinstance(x, RowInput) else RowInput(rows(x, x.shape[-1]))
+    x2, k, n = row.x, row.width, weight.shape[0]
     m = x2.shape[0]
     assert m <= MAX_ROWS, f"{m} rows: the gemv kernel takes at most {MAX_ROWS}"
-    out = torch.empty((*x.shape[:-1], n), dtype=x.dtype, device=x.device)
+    assert row.kind == PLAIN or not plan.use_dot, "a row input takes the register path"
+    shape = x.shape[:-1] if isinstance(x, torch.Tensor) else (1,)
+    out = torch.empty((*shape, n), dtype=x2.dtype, device=x2.device)
     out2 = out.view(-1, n)
     if m == 0 or n == 0:
         return out
@@ -226,16 +251,16 @@ def linear_with(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None
     b = unit_last_stride(bias) if bias is not None else out2  # a placeholder when unused
     split_len = triton.cdiv(triton.cdiv(k, plan.num_splits), plan.block_k) * plan.block_k
     splits = triton.cdiv(k, split_len)
-    part = (torch.empty((splits, m, n), dtype=torch.float32, device=x.device)
+    part = (torch.empty((splits, m, n), dtype=torch.float32, device=x2.device)
             if splits > 1 else out2)
     _gemv_kernel[(triton.cdiv(n, plan.block_n), splits)](
-        out2, part, x2, w, b, m, n, k, split_len,
+        out2, part, x2, w, b, *row.kernel_args()[1:], m, n, k, split_len,
         out2.stride(0), x2.stride(0), w.stride(0),
         BLOCK_M=DOT_ROWS if plan.use_dot else pow2(m), BLOCK_N=plan.block_n,
         BLOCK_K=plan.block_k, EVEN_K=k % plan.block_k == 0, USE_DOT=plan.use_dot,
-        DOT_DTYPE=dot_dtype(x.dtype, _gemv_kernel), HAS_BIAS=bias is not None,
-        NUM_SPLITS=splits, STAGES=plan.num_stages, num_warps=plan.num_warps,
-        num_stages=plan.num_stages, **launch.dependency(),
+        DOT_DTYPE=dot_dtype(x2.dtype, _gemv_kernel), HAS_BIAS=bias is not None,
+        NUM_SPLITS=splits, STAGES=plan.num_stages, **row.kernel_constants(),
+        num_warps=plan.num_warps, num_stages=plan.num_stages, **launch.dependency(),
     )
     if splits > 1:
         block = min(pow2(n), SUM_BLOCK)

@@ -38,6 +38,9 @@ class LaunchedKernels:
         from pagoda.kernels import triton as shared
         from pagoda.kernels.triton import quant_linear
 
+        self.launch_for = launch_for
+        """The launch parameters for a device (for launchers called directly, such as the
+        fused decode layer's, `pagoda.kernels.triton.decode_layer`)."""
         for op in TRITON_OPS:
             setattr(self, op, on_device(getattr(shared, op), launch_for))
         for op in TRITON_QUANT_OPS:

@@ -14,7 +14,7 @@ MAX_BLOCK = 8192
 
 
 @triton.jit
-def _row_sum(x_ptr, r_ptr, row_x, row_r, offs, ok, HAS_RESIDUAL: tl.constexpr):
+def row_sum(x_ptr, r_ptr, row_x, row_r, offs, ok, HAS_RESIDUAL: tl.constexpr):
     """x + residual of one chunk in float32, rounded to x's type as the reference does."""
     x = tl.load(x_ptr + row_x + offs, mask=ok, other=0.0).to(tl.float32)
     if HAS_RESIDUAL:
@@ -37,7 +37,7 @@ def _rms_norm_kernel(
     for start in range(0, width, BLOCK):
         offs = start + cols
         ok = offs < width
-        x = _row_sum(x_ptr, r_ptr, row * stride_x, row * stride_r, offs, ok, HAS_RESIDUAL)
+        x = row_sum(x_ptr, r_ptr, row * stride_x, row * stride_r, offs, ok, HAS_RESIDUAL)
         squares += x * x
         if HAS_RESIDUAL:
             tl.store(sum_ptr + row * stride_sum + offs, x.to(sum_ptr.dtype.element_ty), mask=ok)
@@ -46,7 +46,7 @@ def _rms_norm_kernel(
         offs = start + cols
         ok = offs < width
         # Recomputed rather than read back: no ordering between this program's stores/loads.
-        x = _row_sum(x_ptr, r_ptr, row * stride_x, row * stride_r, offs, ok, HAS_RESIDUAL)
+        x = row_sum(x_ptr, r_ptr, row * stride_x, row * stride_r, offs, ok, HAS_RESIDUAL)
         w = tl.load(w_ptr + offs, mask=ok, other=0.0).to(tl.float32)
         tl.store(out_ptr + row * stride_out + offs, (x * inv_rms * w).to(out_ptr.dtype.element_ty),
                  mask=ok)

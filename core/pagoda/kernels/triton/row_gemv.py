@@ -45,6 +45,7 @@ from pagoda.kernels.triton.common import (
 from pagoda.kernels.triton.gemv import SUM_BLOCK, _sum_splits_kernel, num_k_splits
 from pagoda.kernels.triton.launch import DEFAULT_LAUNCH, TritonLaunch
 from pagoda.kernels.triton.quant_prims import MIN_SCALE_C, round_fp8
+from pagoda.kernels.triton.row_input import PLAIN, RowInput, row_scale, row_values
 
 FP8_X_SHIFT = tl.constexpr(2.0**64)
 """x codes are taken times this, so that every product of codes is a normal float32."""
@@ -78,11 +79,29 @@ def _fp8_lane(words, BYTE: tl.constexpr):
 
 
 @triton.jit
-def _x_lane(x_ptr, word, hi, BYTE: tl.constexpr, EVEN_K: tl.constexpr):
-    """x at the inputs of byte BYTE of the words at `word`, as float32 (0 from input hi)."""
+def _x_lane(x_ptr, r_ptr, nw_ptr, inv_rms, K, word, hi, BYTE: tl.constexpr,
+            EVEN_K: tl.constexpr, INPUT: tl.constexpr, HAS_RESIDUAL: tl.constexpr):
+    """x at the inputs of byte BYTE of the words at `word`, as float32 (0 from input hi);
+    x a `RowInput`."""
     xk = 4 * word + BYTE
-    x = tl.load(x_ptr + xk) if EVEN_K else tl.load(x_ptr + xk, mask=xk < hi, other=0.0)
+    if INPUT != PLAIN:
+        x = row_values(x_ptr, r_ptr, nw_ptr, xk, xk < hi, inv_rms, K, INPUT, HAS_RESIDUAL)
+    elif EVEN_K:
+        x = tl.load(x_ptr + xk)
+    else:
+        x = tl.load(x_ptr + xk, mask=xk < hi, other=0.0)
     return x.to(tl.float32)
+
+
+@triton.jit
+def _x_lanes(x_ptr, r_ptr, nw_ptr, inv_rms, K, word, hi, inv, EVEN_K: tl.constexpr,
+             INPUT: tl.constexpr, HAS_RESIDUAL: tl.constexpr):
+    """x at the inputs of the four bytes of the words at `word`, times `inv`."""
+    x0 = _x_lane(x_ptr, r_ptr, nw_ptr, inv_rms, K, word, hi, 0, EVEN_K, INPUT, HAS_RESIDUAL)
+    x1 = _x_lane(x_ptr, r_ptr, nw_ptr, inv_rms, K, word, hi, 1, EVEN_K, INPUT, HAS_RESIDUAL)
+    x2 = _x_lane(x_ptr, r_ptr, nw_ptr, inv_rms, K, word, hi, 2, EVEN_K, INPUT, HAS_RESIDUAL)
+    x3 = _x_lane(x_ptr, r_ptr, nw_ptr, inv_rms, K, word, hi, 3, EVEN_K, INPUT, HAS_RESIDUAL)
+    return x0 * inv, x1 * inv, x2 * inv, x3 * inv
 
 
 @triton.jit
@@ -125,19 +144,23 @@ def _round_e4m3_pair(u, v):
 
 @triton.jit
 def _fp8_row_gemv_kernel(
-    out_ptr, part_ptr, x_ptr, xs_ptr, w_ptr, ws_ptr, bias_ptr, N, K, split_words, stride_ww,
+    out_ptr, part_ptr, x_ptr, r_ptr, nw_ptr, sum_ptr, eps, xs_ptr, w_ptr, ws_ptr, bias_ptr,
+    N, K, split_words, stride_ww,
     STATIC: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, EVEN_K: tl.constexpr,
     HAS_BIAS: tl.constexpr, NUM_SPLITS: tl.constexpr, STAGES: tl.constexpr,
-    X_BLOCK: tl.constexpr, ASM: tl.constexpr, PDL: tl.constexpr,
+    X_BLOCK: tl.constexpr, ASM: tl.constexpr, INPUT: tl.constexpr,
+    HAS_RESIDUAL: tl.constexpr, NORM_BLOCK: tl.constexpr, PDL: tl.constexpr,
 ):
     """Columns [BLOCK_N * program 0, +BLOCK_N) of x [1, K] W^T over the words of split
     `program 1` (the output, or float32 partial sums [NUM_SPLITS, 1, N]); x is quantized
     per token (a first pass for its amax, X_BLOCK inputs a load) or by the static scale xs.
     ASM converts codes with PTX conversions (`_e4m3_lanes`), else by bit moves. Offsets
-    and strides count words, so that their alignment is known and loads are 16 bytes."""
+    and strides count words, so that their alignment is known and loads are 16 bytes. x is
+    a `RowInput` (r_ptr, nw_ptr, sum_ptr and eps its other arguments)."""
     wait_for_prior_kernels(PDL)
     WORDS: tl.constexpr = BLOCK_K // 4
     split = tl.program_id(1)
+    inv_rms = row_scale(x_ptr, r_ptr, nw_ptr, sum_ptr, K, eps, INPUT, HAS_RESIDUAL, NORM_BLOCK)
     n = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
     nc = tl.minimum(n, N - 1)  # rows past N read row N - 1, never stored
     j = tl.arange(0, WORDS)[None, :]  # 2-D, so that x lanes share the weight's layout
@@ -152,8 +175,9 @@ def _fp8_row_gemv_kernel(
         xk = tl.arange(0, X_BLOCK)
         amax = tl.zeros([X_BLOCK], dtype=tl.float32)
         for start in range(0, K, X_BLOCK):
-            x = tl.load(x_ptr + start + xk, mask=start + xk < K, other=0.0)
-            amax = tl.maximum(amax, tl.abs(x.to(tl.float32)))
+            x = row_values(x_ptr, r_ptr, nw_ptr, start + xk, start + xk < K, inv_rms, K, INPUT,
+                           HAS_RESIDUAL)
+            amax = tl.maximum(amax, tl.abs(x))
         xs = tl.math.div_rn(tl.maximum(tl.max(amax, axis=0), MIN_SCALE_C * 448.0), 448.0)
     inv = 1.0 / xs  # a multiply per x, as the general gemv quantizes
 
@@ -164,20 +188,21 @@ def _fp8_row_gemv_kernel(
             words = tl.load(w_tile + start)
         else:
             words = tl.load(w_tile + start, mask=word < hi, other=0)
+        x0, x1, x2, x3 = _x_lanes(x_ptr, r_ptr, nw_ptr, inv_rms, K, word, 4 * hi, inv, EVEN_K,
+                                  INPUT, HAS_RESIDUAL)
         if ASM:
             w0, w1, w2, w3 = _e4m3_lanes(words)
-            x0, x1 = _round_e4m3_pair(_x_lane(x_ptr, word, 4 * hi, 0, EVEN_K) * inv,
-                                      _x_lane(x_ptr, word, 4 * hi, 1, EVEN_K) * inv)
-            x2, x3 = _round_e4m3_pair(_x_lane(x_ptr, word, 4 * hi, 2, EVEN_K) * inv,
-                                      _x_lane(x_ptr, word, 4 * hi, 3, EVEN_K) * inv)
+            x0, x1 = _round_e4m3_pair(x0, x1)
+            x2, x3 = _round_e4m3_pair(x2, x3)
             acc = tl.fma(w0, x0, acc)
             acc = tl.fma(w1, x1, acc)
             acc = tl.fma(w2, x2, acc)
             acc = tl.fma(w3, x3, acc)
         else:
-            for b in tl.static_range(4):
-                xq = round_fp8(_x_lane(x_ptr, word, 4 * hi, b, EVEN_K) * inv) * FP8_X_SHIFT
-                acc += _fp8_lane(words, b) * xq
+            acc += _fp8_lane(words, 0) * (round_fp8(x0) * FP8_X_SHIFT)
+            acc += _fp8_lane(words, 1) * (round_fp8(x1) * FP8_X_SHIFT)
+            acc += _fp8_lane(words, 2) * (round_fp8(x2) * FP8_X_SHIFT)
+            acc += _fp8_lane(words, 3) * (round_fp8(x3) * FP8_X_SHIFT)
     y = tl.sum(acc, axis=1) * xs * tl.load(ws_ptr + nc)
     if not ASM:
         y *= FP8_Y_SHIFT
@@ -189,27 +214,29 @@ def _fp8_row_gemv_kernel(
         tl.store(part_ptr + split * N + n, y, mask=n < N)
 
 
-def fp8_row_gemv(out2: torch.Tensor, x2: torch.Tensor, static: torch.Tensor | None,
+def fp8_row_gemv(out2: torch.Tensor, x2: torch.Tensor | RowInput, static: torch.Tensor | None,
                  weight: torch.Tensor, wscale: torch.Tensor, bias: torch.Tensor | None,
                  plan: GemvTiles | None = None, *,
                  launch: TritonLaunch = DEFAULT_LAUNCH) -> torch.Tensor:
-    """out2 [1, N] = fp8_linear of x2 [1, K] (quantized per token, or by `static`) with the
-    e4m3 weight [N, K] (`fp8_ok_for_row`) and its float32 row scales [N], launched with
-    `launch`'s dependent launch."""
+    """out2 [1, N] = fp8_linear of x2 [1, K] (quantized per token, or by `static`; or the
+    row a `RowInput` describes) with the e4m3 weight [N, K] (`fp8_ok_for_row`) and its
+    float32 row scales [N], launched with `launch`'s dependent launch."""
+    row = x2 if isinstance(x2, RowInput) else RowInput(x2)
     n, k = weight.shape
-    plan = plan or plan_row_gemv(n, k, parallel_units(x2.device))
+    assert row.width == k, f"{row.width} inputs for a weight of {k}"
+    plan = plan or plan_row_gemv(n, k, parallel_units(row.x.device))
     split_len = triton.cdiv(triton.cdiv(k, plan.num_splits), plan.block_k) * plan.block_k
     splits = triton.cdiv(k, split_len)
-    part = (torch.empty((splits, 1, n), dtype=torch.float32, device=x2.device)
+    part = (torch.empty((splits, 1, n), dtype=torch.float32, device=row.x.device)
             if splits > 1 else out2)
     b = bias if bias is not None else wscale  # a placeholder when unused
     _fp8_row_gemv_kernel[(triton.cdiv(n, plan.block_n), splits)](
-        out2, part, x2, static if static is not None else wscale, weight, wscale, b, n, k,
-        split_len // 4, weight.stride(0) // 4,
+        out2, part, *row.kernel_args(), static if static is not None else wscale, weight,
+        wscale, b, n, k, split_len // 4, weight.stride(0) // 4,
         STATIC=static is not None, BLOCK_N=plan.block_n, BLOCK_K=plan.block_k,
         EVEN_K=k % plan.block_k == 0, HAS_BIAS=bias is not None, NUM_SPLITS=splits,
         STAGES=plan.num_stages, X_BLOCK=min(pow2(k, 16), AMAX_BLOCK),
-        ASM=not interpreted(_fp8_row_gemv_kernel),
+        ASM=not interpreted(_fp8_row_gemv_kernel), **row.kernel_constants(),
         num_warps=plan.num_warps, num_stages=plan.num_stages, **launch.dependency(),
     )
     if splits > 1:

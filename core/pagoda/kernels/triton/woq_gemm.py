@@ -38,6 +38,7 @@ from pagoda.kernels.triton.common import (
 from pagoda.kernels.triton.gemv import SUM_BLOCK, _sum_splits_kernel, num_k_splits
 from pagoda.kernels.triton.launch import DEFAULT_LAUNCH, TritonLaunch
 from pagoda.kernels.triton.quant_prims import pack_codes, unpack_codes
+from pagoda.kernels.triton.row_input import PLAIN, RowInput, row_scale, row_values
 from pagoda.quant.tensors import GroupQuantWeight
 
 GEMV_MAX_ROWS = 8
@@ -105,19 +106,23 @@ def _dequantize(codes, s, o, GROUP: tl.constexpr):
 
 @triton.jit(do_not_specialize=["M"])
 def _woq_gemv_kernel(
-    out_ptr, part_ptr, x_ptr, w_ptr, s_ptr, o_ptr, bias_ptr, M, N, K, KW, split_words,
-    stride_om, stride_xm, stride_wn, stride_sn,
+    out_ptr, part_ptr, x_ptr, r_ptr, nw_ptr, sum_ptr, eps, w_ptr, s_ptr, o_ptr, bias_ptr,
+    M, N, K, KW, split_words, stride_om, stride_xm, stride_wn, stride_sn,
     BITS: tl.constexpr, GROUP: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
     BLOCK_K: tl.constexpr, HAS_BIAS: tl.constexpr, NUM_SPLITS: tl.constexpr,
-    STAGES: tl.constexpr, PDL: tl.constexpr,
+    STAGES: tl.constexpr, INPUT: tl.constexpr, HAS_RESIDUAL: tl.constexpr,
+    NORM_BLOCK: tl.constexpr, PDL: tl.constexpr,
 ):
     """Columns [BLOCK_N * program 0, +BLOCK_N) of x W^T over the words of split
     `program 1` (KW words a row): the output, or float32 partial sums [NUM_SPLITS, M, N].
-    The loop counts words, so that the alignment of word offsets is known (16-byte loads)."""
+    The loop counts words, so that the alignment of word offsets is known (16-byte loads).
+    For one row x may be a `RowInput` other than PLAIN (r_ptr, nw_ptr, sum_ptr and eps are
+    its other arguments)."""
     wait_for_prior_kernels(PDL)
     PACK: tl.constexpr = 32 // BITS
     GROUPS: tl.constexpr = BLOCK_K // GROUP
     split = tl.program_id(1)
+    inv_rms = row_scale(x_ptr, r_ptr, nw_ptr, sum_ptr, K, eps, INPUT, HAS_RESIDUAL, NORM_BLOCK)
     n = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
     m = tl.arange(0, BLOCK_M)
     j = tl.arange(0, BLOCK_K // PACK)
@@ -143,8 +148,12 @@ def _woq_gemv_kernel(
         s = tl.load(s_ptr + s_tile + start // GROUP, mask=g_ok, other=0.0).to(tl.float32)
         o = tl.load(o_ptr + s_tile + start // GROUP, mask=g_ok, other=0.0).to(tl.float32)
         w = _dequantize(unpack_codes(words, BITS), s, o, GROUP)
-        x = tl.load(x_tile + start, mask=m_ok[:, None] & (start + k < hi * PACK)[None, :],
-                    other=0.0)
+        if INPUT != PLAIN:  # one row (BLOCK_M == 1): the op before computed here
+            x = row_values(x_ptr, r_ptr, nw_ptr, start + k[None, :],
+                           (start + k < hi * PACK)[None, :], inv_rms, K, INPUT, HAS_RESIDUAL)
+        else:
+            x = tl.load(x_tile + start, mask=m_ok[:, None] & (start + k < hi * PACK)[None, :],
+                        other=0.0)
         if BLOCK_M == 1:
             acc += w * x.to(tl.float32)
         else:
@@ -199,29 +208,30 @@ def _woq_gemm_kernel(
              acc.to(out_ptr.dtype.element_ty), mask=keep)
 
 
-def woq_gemv(out2: torch.Tensor, x2: torch.Tensor, weight: PackedGroupWeight,
+def woq_gemv(out2: torch.Tensor, x2: torch.Tensor | RowInput, weight: PackedGroupWeight,
              bias: torch.Tensor | None, plan: GemvTiles | None = None, *,
              launch: TritonLaunch = DEFAULT_LAUNCH) -> torch.Tensor:
-    """`_woq_gemv_kernel` into out2 [M, N] (M up to GEMV_MAX_ROWS), launched with
-    `launch`'s dependent launch."""
-    m, k = x2.shape
+    """`_woq_gemv_kernel` into out2 [M, N] (M up to GEMV_MAX_ROWS, or one row a `RowInput`
+    describes), launched with `launch`'s dependent launch."""
+    row = x2 if isinstance(x2, RowInput) else RowInput(x2)
+    m, k = row.x.shape[0], row.width
     n = weight.words.shape[0]
     group = weight.group_size
-    plan = plan or plan_woq_gemv(m, n, k, group, parallel_units(x2.device))
+    plan = plan or plan_woq_gemv(m, n, k, group, parallel_units(row.x.device))
     assert plan.block_k % group == 0, "the gemv's K tile is whole groups"
     split_len = triton.cdiv(triton.cdiv(k, plan.num_splits), plan.block_k) * plan.block_k
     splits = triton.cdiv(k, split_len)
-    part = (torch.empty((splits, m, n), dtype=torch.float32, device=x2.device)
+    part = (torch.empty((splits, m, n), dtype=torch.float32, device=row.x.device)
             if splits > 1 else out2)
     b = bias if bias is not None else weight.scales
     _woq_gemv_kernel[(triton.cdiv(n, plan.block_n), splits)](
-        out2, part, x2, weight.words, weight.scales, weight.offsets, b, m, n, k,
-        weight.words.shape[1], split_len * weight.bits // 32, out2.stride(0), x2.stride(0),
-        weight.words.stride(0), weight.scales.stride(0),
+        out2, part, *row.kernel_args(), weight.words, weight.scales, weight.offsets, b, m, n,
+        k, weight.words.shape[1], split_len * weight.bits // 32, out2.stride(0),
+        row.x.stride(0), weight.words.stride(0), weight.scales.stride(0),
         BITS=weight.bits, GROUP=group, BLOCK_M=pow2(m), BLOCK_N=plan.block_n,
         BLOCK_K=plan.block_k, HAS_BIAS=bias is not None, NUM_SPLITS=splits,
-        STAGES=plan.num_stages, num_warps=plan.num_warps, num_stages=plan.num_stages,
-        **launch.dependency(),
+        STAGES=plan.num_stages, **row.kernel_constants(), num_warps=plan.num_warps,
+        num_stages=plan.num_stages, **launch.dependency(),
     )
     if splits > 1:
         blk = min(pow2(n), SUM_BLOCK)

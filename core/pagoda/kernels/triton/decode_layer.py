@@ -1,0 +1,106 @@
+"""A decoder layer's one-sequence decode step in five Triton kernels around its attention
+(`Platform.fuse_decode_layer` for platforms running the shared kernels).
+
+Op by op, a layer of a one-token step runs eight kernels besides its attention: RMSNorm
+(with the residual add), qkv, rotary, o, add + RMSNorm, gate_up, SiLU-and-mul, down. Here
+the one-row matmuls compute their own inputs (`row_input.RowInput`): the qkv and gate_up
+kernels the residual add and RMSNorm before them, the down kernel the SiLU-and-mul, so a
+layer runs qkv, rotary, o, gate_up and down. Each matmul is the kernel its op would have
+run for one row (`gemv.linear`, `fp8_linear`'s row kernel, `woq_linear`'s gemv) with
+the same tiles, and each fused input is computed as the replaced op's kernel computes it,
+so the layer's results are the op-by-op ones. A layer is fused only where every op the
+spec names is the platform's launcher of these kernels (so nothing else would have run)
+and every linear has a one-row kernel here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from pagoda.kernels.triton import gemv
+from pagoda.kernels.triton.launched import LaunchedKernels
+from pagoda.kernels.triton.row_gemv import fp8_ok_for_row, fp8_row_gemv
+from pagoda.kernels.triton.row_input import RowInput
+from pagoda.kernels.triton.woq_gemm import PackedGroupWeight, woq_gemv
+from pagoda.models.decode_fusion import DecodeLayerSpec, FusableLinear
+from pagoda.quant.tensors import Fp8Weight
+
+RowMatmul = Callable[[RowInput], torch.Tensor]
+"""A linear layer of one row: [1, N] from a row input."""
+
+
+def row_matmul(linear: FusableLinear, kernels: LaunchedKernels) -> RowMatmul | None:
+    """The linear as a one-row kernel taking a `RowInput`, where its op is one of `kernels`'
+    with a one-row kernel for its weight (as the op itself would choose it); else None."""
+    w, bias, launch_for = linear.weight, linear.bias, kernels.launch_for
+
+    def out(row: RowInput, n: int) -> torch.Tensor:
+        return torch.empty((1, n), dtype=row.x.dtype, device=row.x.device)
+
+    if (linear.op is kernels.linear and isinstance(w, torch.Tensor)
+            and w.dtype in gemv.KERNEL_DTYPES):
+        return lambda row: gemv.linear_row(row, w, bias, launch=launch_for(row.x.device))
+    if (linear.op is kernels.fp8_linear and isinstance(w, Fp8Weight) and w.block is None
+            and fp8_ok_for_row(w.weight)):
+        return lambda row: fp8_row_gemv(out(row, w.shape[0]), row, w.input_scale, w.weight,
+                                        w.scale, bias, launch=launch_for(row.x.device))
+    if linear.op is kernels.woq_linear and isinstance(w, PackedGroupWeight):
+        return lambda row: woq_gemv(out(row, w.shape[0]), row, w, bias,
+                                    launch=launch_for(row.x.device))
+    return None
+
+
+class TritonDecodeLayer:
+    """`FusedDecodeLayer` of one-token steps of one sequence (see the module docstring)."""
+
+    max_rows = 1
+    """The one-row kernels' limit: more rows run op by op (the gemv serves one row, and
+    several sequences' steps go to cuBLAS and the tiled kernels)."""
+
+    def __init__(self, spec: DecodeLayerSpec, qkv: RowMatmul, o: RowMatmul,
+                 gate_up: RowMatmul, down: RowMatmul):
+        self.spec = spec
+        self.qkv, self.o, self.gate_up, self.down = qkv, o, gate_up, down
+        q_size = spec.num_heads * spec.head_size
+        kv_size = spec.num_kv_heads * spec.head_size
+        self.qkv_sizes = [q_size, kv_size, kv_size]
+
+    def pre_attention(self, positions: torch.Tensor, hidden_states: torch.Tensor,
+                      residual: torch.Tensor | None
+                      ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        spec = self.spec
+        row = RowInput.normed(hidden_states, spec.input_norm, spec.eps, residual)
+        q, k, v = self.qkv(row).split(self.qkv_sizes, dim=-1)
+        d = spec.head_size
+        q, k = spec.rotary_embedding(positions, q.view(1, spec.num_heads, d),
+                                     k.view(1, spec.num_kv_heads, d), spec.cos_sin_cache,
+                                     spec.is_neox)
+        summed = row.summed if row.summed is not None else hidden_states
+        return q, k, v.view(1, spec.num_kv_heads, d), summed
+
+    def post_attention(self, attn_out: torch.Tensor, residual: torch.Tensor
+                       ) -> tuple[torch.Tensor, torch.Tensor]:
+        spec = self.spec
+        row = RowInput.normed(self.o(RowInput.plain(attn_out)), spec.post_attention_norm,
+                              spec.eps, residual)
+        assert row.summed is not None
+        return self.down(RowInput.gated(self.gate_up(row))), row.summed
+
+
+def fuse_decode_layer(spec: DecodeLayerSpec, kernels: LaunchedKernels) -> Any | None:
+    """A `TritonDecodeLayer` for the layer where its ops are `kernels`' launchers and its
+    linears have one-row kernels; else None (the layer runs op by op)."""
+    if (spec.rms_norm is not kernels.rms_norm
+            or spec.fused_add_rms_norm is not kernels.fused_add_rms_norm
+            or spec.rotary_embedding is not kernels.rotary_embedding
+            or spec.act_and_mul is not kernels.silu_and_mul):
+        return None
+    matmuls = [row_matmul(linear, kernels)
+               for linear in (spec.qkv, spec.o, spec.gate_up, spec.down)]
+    qkv, o, gate_up, down = matmuls
+    if qkv is None or o is None or gate_up is None or down is None:
+        return None
+    return TritonDecodeLayer(spec, qkv, o, gate_up, down)
