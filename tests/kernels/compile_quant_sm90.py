@@ -26,6 +26,7 @@ TARGET = GPUTarget("cuda", 90, 32)
 def _signature(fn: Any, consts: dict[str, Any], types: dict[str, str]) -> dict[str, str]:
     """constexprs, the pointer types in `types` (others *bf16), int32 scalars."""
     return {name: "constexpr" if name in consts else "fp32" if name == "eps" else
+            "*i64" if name == "positions_ptr" else
             types.get(name, "*bf16" if name.endswith("_ptr") else "i32")
             for name in fn.arg_names}
 
@@ -47,14 +48,16 @@ def _qgemm(code: str, **overrides: Any) -> dict[str, Any]:
 
 def _woq(**overrides: Any) -> dict[str, Any]:
     consts = dict(BITS=4, GROUP=128, BLOCK_M=1, BLOCK_N=8, BLOCK_K=1024, HAS_BIAS=False,
-                  NUM_SPLITS=1, STAGES=3, INPUT=0, HAS_RESIDUAL=False, NORM_BLOCK=4096)
+                  NUM_SPLITS=1, STAGES=3, INPUT=0, HAS_RESIDUAL=False, NORM_BLOCK=4096,
+                  ROTARY=False, IS_NEOX=True, HEAD_SIZE=2)
     consts.update(overrides)
     return consts
 
 
 def _row(**overrides: Any) -> dict[str, Any]:
     consts = dict(BLOCK_N=16, BLOCK_K=1024, HAS_BIAS=False, NUM_SPLITS=1, STAGES=3,
-                  X_BLOCK=4096, ASM=True, INPUT=0, HAS_RESIDUAL=False, NORM_BLOCK=4096)
+                  X_BLOCK=4096, ASM=True, INPUT=0, HAS_RESIDUAL=False, NORM_BLOCK=4096,
+                  ROTARY=False, IS_NEOX=True, HEAD_SIZE=2)
     consts.update(overrides)
     return consts
 
@@ -106,8 +109,8 @@ VARIANTS: list[tuple[str, Any, dict[str, Any], dict[str, str], int]] = [
     ("qgemm int8 16x64", _qgemm_kernel, _qgemm("*i8", BLOCK_M=16, BLOCK_N=64),
      {**INT8, "xq_ptr": "*i8"}, 4),
     ("woq gemv int4 g128 1 row", _woq_gemv_kernel, _woq(), WOQ, 4),
-    ("woq gemv int4 g128 1 row, add + rms_norm before", _woq_gemv_kernel,
-     _woq(INPUT=1, HAS_RESIDUAL=True), WOQ, 4),
+    ("woq gemv int4 g128 1 row, add + rms_norm before, rotary after", _woq_gemv_kernel,
+     _woq(INPUT=1, HAS_RESIDUAL=True, ROTARY=True, HEAD_SIZE=128), WOQ, 4),
     ("woq gemv int4 g128 1 row, silu_and_mul before", _woq_gemv_kernel,
      _woq(INPUT=2, NORM_BLOCK=8192), WOQ, 4),
     ("woq gemv int4 g32 8 rows split", _woq_gemv_kernel,
@@ -116,8 +119,9 @@ VARIANTS: list[tuple[str, Any, dict[str, Any], dict[str, str], int]] = [
      {**WOQ, "s_ptr": "*fp32", "o_ptr": "*fp32"}, 4),
     ("row gemv fp8 dynamic", _fp8_row_gemv_kernel,
      _row(STATIC=False, EVEN_K=True), FP8, 4),
-    ("row gemv fp8 dynamic, add + rms_norm before", _fp8_row_gemv_kernel,
-     _row(STATIC=False, EVEN_K=True, INPUT=1, HAS_RESIDUAL=True), FP8, 4),
+    ("row gemv fp8 dynamic, add + rms_norm before, rotary after", _fp8_row_gemv_kernel,
+     _row(STATIC=False, EVEN_K=True, INPUT=1, HAS_RESIDUAL=True, ROTARY=True,
+          HEAD_SIZE=128), FP8, 4),
     ("row gemv fp8 dynamic, silu_and_mul before", _fp8_row_gemv_kernel,
      _row(STATIC=False, EVEN_K=True, INPUT=2, NORM_BLOCK=8192), FP8, 4),
     ("row gemv fp8 static, rms_norm before, split", _fp8_row_gemv_kernel,

@@ -65,7 +65,7 @@ def _attention(dot: Any, **overrides: Any) -> dict[str, Any]:
 def _gemv(dot: Any, **overrides: Any) -> dict[str, Any]:
     consts = dict(BLOCK_M=1, BLOCK_N=8, BLOCK_K=512, EVEN_K=True, USE_DOT=False,
                   DOT_DTYPE=dot, HAS_BIAS=False, NUM_SPLITS=1, STAGES=3, INPUT=0,
-                  HAS_RESIDUAL=False, NORM_BLOCK=4096)
+                  HAS_RESIDUAL=False, NORM_BLOCK=4096, ROTARY=False, IS_NEOX=True, HEAD_SIZE=2)
     consts.update(overrides)
     return consts
 
@@ -99,8 +99,10 @@ VARIANTS: list[tuple[str, Any, str, dict[str, Any], set[str]]] = [
      dict(NUM_HEADS=6, NUM_KV_HEADS=1, HEAD_SIZE=80, ROT_DIM=80, IS_NEOX=False, HEADS_PAD=8,
           KV_HEADS_PAD=1, HALF_PAD=64, HEAD_PAD=128), set()),
     ("gemv bf16 1 row", _gemv_kernel, "*bf16", _gemv(tl.bfloat16), set()),
-    ("gemv bf16 1 row, add + rms_norm before", _gemv_kernel, "*bf16",
-     _gemv(tl.bfloat16, INPUT=1, HAS_RESIDUAL=True), set()),
+    ("gemv bf16 1 row, add + rms_norm before, neox rotary after", _gemv_kernel, "*bf16",
+     _gemv(tl.bfloat16, INPUT=1, HAS_RESIDUAL=True, ROTARY=True, HEAD_SIZE=128), set()),
+    ("gemv fp32 1 row, gptj rotary after, bias", _gemv_kernel, "*fp32",
+     _gemv(tl.float32, ROTARY=True, IS_NEOX=False, HEAD_SIZE=64, HAS_BIAS=True), set()),
     ("gemv bf16 1 row, rms_norm before, split", _gemv_kernel, "*bf16",
      _gemv(tl.bfloat16, INPUT=1, NUM_SPLITS=4), set()),
     ("gemv fp32 1 row, silu_and_mul before, odd K", _gemv_kernel, "*fp32",

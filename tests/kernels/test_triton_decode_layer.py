@@ -92,6 +92,9 @@ def test_fused_layers_match_op_by_op(triton_on_cpu, tmp_path: Path,
     layers = _layers(llm)
     fused = [layer.fused_decode for layer in layers]
     assert len(layers) == 2 and all(isinstance(f, TritonDecodeLayer) for f in fused)
+    # The qkv kernels rotate the heads themselves, but for FP8's on one multiprocessor (the
+    # interpreter's): tiles of 64 rows, more than a head of 32.
+    assert all(f.rotates == (quantization != "fp8") for f in fused)
     gen = torch.Generator().manual_seed(4)
     prompts = [torch.randint(3, VOCAB, (n,), generator=gen).tolist() for n in (6, 13)]
     calls: list[int] = []

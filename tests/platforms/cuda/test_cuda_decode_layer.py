@@ -1,7 +1,7 @@
 """The CUDA platform's fused decode layers (`CudaPlatform.fuse_decode_layer`, run by
 ci/gpu.sh): one sequence's decode steps, captured in graphs, give the same greedy tokens
 and logprobs, bit for bit, with each layer's norms and SiLU computed by its one-row
-matmuls as with every op its own kernel (PAGODA_CUDA_FUSE_DECODE=0), in float32 and
+matmuls (and its rotary embedding by the qkv kernel) as with every op its own kernel (PAGODA_CUDA_FUSE_DECODE=0), in float32 and
 bfloat16, with dense, FP8 and INT4 weights."""
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ def test_fused_layers_match_op_by_op(dtype: str, quantization: str | None, tmp_p
                   enable_prefix_caching=False, quantization=quantization)
     fused = LLM(path, **common)
     assert fused.engine.core.info["graph_batch_sizes"] == [1]
-    assert all(isinstance(f, TritonDecodeLayer) for f in _fused(fused))
+    assert all(isinstance(f, TritonDecodeLayer) and f.rotates for f in _fused(fused))
     monkeypatch.setenv("PAGODA_CUDA_FUSE_DECODE", "0")
     op_by_op = LLM(path, **common)
     assert _fused(op_by_op) == [None, None]

@@ -4,8 +4,9 @@
 Op by op, a layer of a one-token step runs eight kernels besides its attention: RMSNorm
 (with the residual add), qkv, rotary, o, add + RMSNorm, gate_up, SiLU-and-mul, down. Here
 the one-row matmuls compute their own inputs (`row_input.RowInput`): the qkv and gate_up
-kernels the residual add and RMSNorm before them, the down kernel the SiLU-and-mul, so a
-layer runs qkv, rotary, o, gate_up and down. Each matmul is the kernel its op would have
+kernels the residual add and RMSNorm before them, the down kernel the SiLU-and-mul; and
+the qkv kernel rotates the query and key heads it outputs (`row_rotary.RowRotary`, where
+its tiles allow), so a layer runs qkv, o, gate_up and down. Each matmul is the kernel its op would have
 run for one row (`gemv.linear`, `fp8_linear`'s row kernel, `woq_linear`'s gemv) with
 the same tiles, and each fused input is computed as the replaced op's kernel computes it,
 so the layer's results are the op-by-op ones. A layer is fused only where every op the
@@ -16,41 +17,72 @@ and every linear has a one-row kernel here.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 
 from pagoda.kernels.triton import gemv
+from pagoda.kernels.triton.common import GemvTiles, parallel_units
+from pagoda.kernels.triton.gemv import GemvPlan
 from pagoda.kernels.triton.launched import LaunchedKernels
-from pagoda.kernels.triton.row_gemv import fp8_ok_for_row, fp8_row_gemv
+from pagoda.kernels.triton.row_gemv import fp8_ok_for_row, fp8_row_gemv, plan_row_gemv
 from pagoda.kernels.triton.row_input import RowInput
-from pagoda.kernels.triton.woq_gemm import PackedGroupWeight, woq_gemv
+from pagoda.kernels.triton.row_rotary import RowRotary
+from pagoda.kernels.triton.woq_gemm import PackedGroupWeight, plan_woq_gemv, woq_gemv
 from pagoda.models.decode_fusion import DecodeLayerSpec, FusableLinear
 from pagoda.quant.tensors import Fp8Weight
 
-RowMatmul = Callable[[RowInput], torch.Tensor]
-"""A linear layer of one row: [1, N] from a row input."""
+
+@dataclass(frozen=True)
+class RowMatmul:
+    """A linear layer of one row through one of the one-row kernels, tiled as `tiles`
+    says: [1, N] from a row input, its heads rotated where a `RowRotary` is given."""
+
+    run: Callable[[RowInput, RowRotary | None], torch.Tensor]
+    n: int
+    tiles: GemvTiles | GemvPlan
+
+    def __call__(self, row: RowInput, rotary: RowRotary | None = None) -> torch.Tensor:
+        return self.run(row, rotary)
+
+    def rotates(self, head_size: int, rot_dim: int) -> bool:
+        """Whether its epilogue can rotate heads of `head_size` (`RowRotary.fits`)."""
+        return RowRotary.fits(self.n, self.tiles.block_n, self.tiles.num_splits, head_size,
+                              rot_dim)
 
 
 def row_matmul(linear: FusableLinear, kernels: LaunchedKernels) -> RowMatmul | None:
     """The linear as a one-row kernel taking a `RowInput`, where its op is one of `kernels`'
     with a one-row kernel for its weight (as the op itself would choose it); else None."""
-    w, bias, launch_for = linear.weight, linear.bias, kernels.launch_for
-
-    def out(row: RowInput, n: int) -> torch.Tensor:
-        return torch.empty((1, n), dtype=row.x.dtype, device=row.x.device)
-
-    if (linear.op is kernels.linear and isinstance(w, torch.Tensor)
-            and w.dtype in gemv.KERNEL_DTYPES):
-        return lambda row: gemv.linear_row(row, w, bias, launch=launch_for(row.x.device))
+    w, bias = linear.weight, linear.bias
+    if linear.op is kernels.linear and isinstance(w, torch.Tensor):
+        if w.dtype not in gemv.KERNEL_DTYPES:
+            return None
+        launch = kernels.launch_for(w.device)
+        (n, k), units = w.shape, parallel_units(w.device)
+        plan = gemv.plan_gemv(1, n, k, units, w.element_size(), launch)
+        return RowMatmul(lambda row, rotary: gemv.linear_with(row, w, bias, plan, launch=launch,
+                                                              rotary=rotary), n, plan)
     if (linear.op is kernels.fp8_linear and isinstance(w, Fp8Weight) and w.block is None
             and fp8_ok_for_row(w.weight)):
-        return lambda row: fp8_row_gemv(out(row, w.shape[0]), row, w.input_scale, w.weight,
-                                        w.scale, bias, launch=launch_for(row.x.device))
+        launch = kernels.launch_for(w.weight.device)
+        (n, k), units = w.shape, parallel_units(w.weight.device)
+        tiles = plan_row_gemv(n, k, units)
+        return RowMatmul(lambda row, rotary: fp8_row_gemv(
+            _out(row, n), row, w.input_scale, w.weight, w.scale, bias, tiles, launch=launch,
+            rotary=rotary), n, tiles)
     if linear.op is kernels.woq_linear and isinstance(w, PackedGroupWeight):
-        return lambda row: woq_gemv(out(row, w.shape[0]), row, w, bias,
-                                    launch=launch_for(row.x.device))
+        launch = kernels.launch_for(w.words.device)
+        (n, k), units = w.shape, parallel_units(w.words.device)
+        tiles = plan_woq_gemv(1, n, k, w.group_size, units)
+        return RowMatmul(lambda row, rotary: woq_gemv(_out(row, n), row, w, bias, tiles,
+                                                      launch=launch, rotary=rotary), n, tiles)
     return None
+
+
+def _out(row: RowInput, n: int) -> torch.Tensor:
+    return torch.empty((1, n), dtype=row.x.dtype, device=row.x.device)
 
 
 class TritonDecodeLayer:
@@ -67,17 +99,21 @@ class TritonDecodeLayer:
         q_size = spec.num_heads * spec.head_size
         kv_size = spec.num_kv_heads * spec.head_size
         self.qkv_sizes = [q_size, kv_size, kv_size]
+        self.rotates = qkv.rotates(spec.head_size, spec.cos_sin_cache.shape[-1])
+        """Whether the qkv kernel rotates the query and key heads (else the rotary op)."""
 
     def pre_attention(self, positions: torch.Tensor, hidden_states: torch.Tensor,
                       residual: torch.Tensor | None
                       ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
         spec = self.spec
         row = RowInput.normed(hidden_states, spec.input_norm, spec.eps, residual)
-        q, k, v = self.qkv(row).split(self.qkv_sizes, dim=-1)
+        rotary = (RowRotary(positions, spec.cos_sin_cache, spec.is_neox, spec.head_size,
+                            self.qkv_sizes[0] + self.qkv_sizes[1]) if self.rotates else None)
+        q, k, v = self.qkv(row, rotary).split(self.qkv_sizes, dim=-1)
         d = spec.head_size
-        q, k = spec.rotary_embedding(positions, q.view(1, spec.num_heads, d),
-                                     k.view(1, spec.num_kv_heads, d), spec.cos_sin_cache,
-                                     spec.is_neox)
+        q, k = q.view(1, spec.num_heads, d), k.view(1, spec.num_kv_heads, d)
+        if not self.rotates:
+            q, k = spec.rotary_embedding(positions, q, k, spec.cos_sin_cache, spec.is_neox)
         summed = row.summed if row.summed is not None else hidden_states
         return q, k, v.view(1, spec.num_kv_heads, d), summed
 

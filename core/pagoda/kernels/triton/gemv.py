@@ -11,7 +11,7 @@ the time to stream W. Each program owns BLOCK_N output columns (rows of W) and w
 
 One row on the register path may also be given as the inputs of the op before the matmul
 (`row_input.RowInput`: RMSNorm with or without the residual add, SiLU-and-mul), which the
-kernel then computes itself (`linear_row`).
+kernel then computes itself, and rotate the heads of its output (`row_rotary.RowRotary`).
 
 When the output has too few column tiles to give every multiprocessor work, K is split
 across programs that write float32 partial sums, which a second kernel adds in a fixed
@@ -42,6 +42,13 @@ from pagoda.kernels.triton.common import (
 )
 from pagoda.kernels.triton.launch import DEFAULT_LAUNCH, TritonLaunch
 from pagoda.kernels.triton.row_input import PLAIN, RowInput, row_scale, row_values
+from pagoda.kernels.triton.row_rotary import (
+    NO_ROTARY_CONSTANTS,
+    RowRotary,
+    no_rotary_args,
+    rotary_tile_rows,
+    rotate_tile,
+)
 
 MAX_ROWS = 16
 """Most rows of x the kernel takes (`linear_with`)."""
@@ -127,21 +134,24 @@ def plan_gemv(m: int, n: int, k: int, units: int, itemsize: int = 2,
 # M changes with the batch: left unspecialised, so that 2..16 rows share compiled variants.
 @triton.jit(do_not_specialize=["M"])
 def _gemv_kernel(
-    out_ptr, part_ptr, x_ptr, w_ptr, bias_ptr, r_ptr, nw_ptr, sum_ptr, eps, M, N, K,
+    out_ptr, part_ptr, x_ptr, w_ptr, bias_ptr, r_ptr, nw_ptr, sum_ptr, eps,
+    positions_ptr, cos_sin_ptr, stride_cs, rotated_rows, M, N, K,
     split_len, stride_om, stride_xm, stride_wn,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, EVEN_K: tl.constexpr,
     USE_DOT: tl.constexpr, DOT_DTYPE: tl.constexpr, HAS_BIAS: tl.constexpr,
     NUM_SPLITS: tl.constexpr, STAGES: tl.constexpr, INPUT: tl.constexpr,
-    HAS_RESIDUAL: tl.constexpr, NORM_BLOCK: tl.constexpr, PDL: tl.constexpr,
+    HAS_RESIDUAL: tl.constexpr, NORM_BLOCK: tl.constexpr, ROTARY: tl.constexpr,
+    IS_NEOX: tl.constexpr, HEAD_SIZE: tl.constexpr, PDL: tl.constexpr,
 ):
     """Columns [BLOCK_N * program 0, +BLOCK_N) of x W^T over the K range of split
     `program 1`: the output, or float32 partial sums [NUM_SPLITS, M, N] to be added. For
     one row on the register path x may be a `RowInput` other than PLAIN (r_ptr, nw_ptr,
-    sum_ptr and eps are its other arguments)."""
+    sum_ptr and eps are its other arguments), and the output's heads rotated (ROTARY, a
+    `RowRotary`: positions_ptr to rotated_rows)."""
     wait_for_prior_kernels(PDL)
     split = tl.program_id(1)
     inv_rms = row_scale(x_ptr, r_ptr, nw_ptr, sum_ptr, K, eps, INPUT, HAS_RESIDUAL, NORM_BLOCK)
-    n = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
+    n = rotary_tile_rows(tl.program_id(0), BLOCK_N, ROTARY, HEAD_SIZE, IS_NEOX)
     m = tl.arange(0, BLOCK_M)
     k = tl.arange(0, BLOCK_K)
     n_ok = n < N
@@ -186,6 +196,10 @@ def _gemv_kernel(
     if NUM_SPLITS == 1:
         if HAS_BIAS:
             y += tl.load(bias_ptr + n, mask=n_ok, other=0.0).to(tl.float32)[:, None]
+        if ROTARY:  # one row
+            y = rotate_tile(tl.reshape(y, (BLOCK_N,)), tl.program_id(0), positions_ptr,
+                            cos_sin_ptr, stride_cs, rotated_rows, out_ptr.dtype.element_ty,
+                            BLOCK_N, HEAD_SIZE, IS_NEOX)[:, None]
         tl.store(out_ptr + m[None, :] * stride_om + n[:, None], y.to(out_ptr.dtype.element_ty),
                  mask=keep)
     else:
@@ -222,26 +236,20 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = No
     return linear_with(x, weight, bias, plan, launch=launch)
 
 
-def linear_row(row: RowInput, weight: torch.Tensor, bias: torch.Tensor | None = None, *,
-               launch: TritonLaunch = DEFAULT_LAUNCH) -> torch.Tensor:
-    """[1, N]: `row` (its op computed by the kernel, see `row_input`) times weight^T (+ b);
-    weight of x's type, one of KERNEL_DTYPES."""
-    plan = plan_gemv(1, weight.shape[0], row.width, parallel_units(row.x.device),
-                     row.x.element_size(), launch)
-    return linear_with(row, weight, bias, plan, launch=launch)
-
-
 def linear_with(x: torch.Tensor | RowInput, weight: torch.Tensor, bias: torch.Tensor | None,
-                plan: GemvPlan, *, launch: TritonLaunch = DEFAULT_LAUNCH) -> torch.Tensor:
+                plan: GemvPlan, *, launch: TritonLaunch = DEFAULT_LAUNCH,
+                rotary: RowRotary | None = None) -> torch.Tensor:
     """`linear` through the kernel as `plan` says, for up to MAX_ROWS rows and any K and N
-    (tests and benchmarks), or `linear_row` (one row, on the register path); of `launch`,
-    the kernels take its dependent launch, and the kernel that adds split partial sums its
-    row-kernel parameters."""
+    (tests and benchmarks), or for one row on the register path (`plan_gemv(1, ...)`) the
+    row a `RowInput` describes, the output's heads rotated as `rotary` says (`RowRotary.
+    fits` the plan); of `launch`, the kernels take its dependent launch, and the kernel
+    that adds split partial sums its row-kernel parameters."""
     row = x if isinstance(x, RowInput) else RowInput(rows(x, x.shape[-1]))
     x2, k, n = row.x, row.width, weight.shape[0]
     m = x2.shape[0]
     assert m <= MAX_ROWS, f"{m} rows: the gemv kernel takes at most {MAX_ROWS}"
-    assert row.kind == PLAIN or not plan.use_dot, "a row input takes the register path"
+    assert (row.kind == PLAIN and rotary is None) or (m == 1 and not plan.use_dot), (
+        "a row input or rotary takes one row on the register path")
     shape = x.shape[:-1] if isinstance(x, torch.Tensor) else (1,)
     out = torch.empty((*shape, n), dtype=x2.dtype, device=x2.device)
     out2 = out.view(-1, n)
@@ -254,12 +262,14 @@ def linear_with(x: torch.Tensor | RowInput, weight: torch.Tensor, bias: torch.Te
     part = (torch.empty((splits, m, n), dtype=torch.float32, device=x2.device)
             if splits > 1 else out2)
     _gemv_kernel[(triton.cdiv(n, plan.block_n), splits)](
-        out2, part, x2, w, b, *row.kernel_args()[1:], m, n, k, split_len,
+        out2, part, x2, w, b, *row.kernel_args()[1:],
+        *(rotary.kernel_args() if rotary else no_rotary_args(out2)), m, n, k, split_len,
         out2.stride(0), x2.stride(0), w.stride(0),
         BLOCK_M=DOT_ROWS if plan.use_dot else pow2(m), BLOCK_N=plan.block_n,
         BLOCK_K=plan.block_k, EVEN_K=k % plan.block_k == 0, USE_DOT=plan.use_dot,
         DOT_DTYPE=dot_dtype(x2.dtype, _gemv_kernel), HAS_BIAS=bias is not None,
         NUM_SPLITS=splits, STAGES=plan.num_stages, **row.kernel_constants(),
+        **(rotary.kernel_constants() if rotary else NO_ROTARY_CONSTANTS),
         num_warps=plan.num_warps, num_stages=plan.num_stages, **launch.dependency(),
     )
     if splits > 1:

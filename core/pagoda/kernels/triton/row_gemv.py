@@ -46,6 +46,13 @@ from pagoda.kernels.triton.gemv import SUM_BLOCK, _sum_splits_kernel, num_k_spli
 from pagoda.kernels.triton.launch import DEFAULT_LAUNCH, TritonLaunch
 from pagoda.kernels.triton.quant_prims import MIN_SCALE_C, round_fp8
 from pagoda.kernels.triton.row_input import PLAIN, RowInput, row_scale, row_values
+from pagoda.kernels.triton.row_rotary import (
+    NO_ROTARY_CONSTANTS,
+    RowRotary,
+    no_rotary_args,
+    rotary_tile_rows,
+    rotate_tile,
+)
 
 FP8_X_SHIFT = tl.constexpr(2.0**64)
 """x codes are taken times this, so that every product of codes is a normal float32."""
@@ -144,24 +151,26 @@ def _round_e4m3_pair(u, v):
 
 @triton.jit
 def _fp8_row_gemv_kernel(
-    out_ptr, part_ptr, x_ptr, r_ptr, nw_ptr, sum_ptr, eps, xs_ptr, w_ptr, ws_ptr, bias_ptr,
-    N, K, split_words, stride_ww,
+    out_ptr, part_ptr, x_ptr, r_ptr, nw_ptr, sum_ptr, eps, positions_ptr, cos_sin_ptr,
+    stride_cs, rotated_rows, xs_ptr, w_ptr, ws_ptr, bias_ptr, N, K, split_words, stride_ww,
     STATIC: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, EVEN_K: tl.constexpr,
     HAS_BIAS: tl.constexpr, NUM_SPLITS: tl.constexpr, STAGES: tl.constexpr,
     X_BLOCK: tl.constexpr, ASM: tl.constexpr, INPUT: tl.constexpr,
-    HAS_RESIDUAL: tl.constexpr, NORM_BLOCK: tl.constexpr, PDL: tl.constexpr,
+    HAS_RESIDUAL: tl.constexpr, NORM_BLOCK: tl.constexpr, ROTARY: tl.constexpr,
+    IS_NEOX: tl.constexpr, HEAD_SIZE: tl.constexpr, PDL: tl.constexpr,
 ):
     """Columns [BLOCK_N * program 0, +BLOCK_N) of x [1, K] W^T over the words of split
     `program 1` (the output, or float32 partial sums [NUM_SPLITS, 1, N]); x is quantized
     per token (a first pass for its amax, X_BLOCK inputs a load) or by the static scale xs.
     ASM converts codes with PTX conversions (`_e4m3_lanes`), else by bit moves. Offsets
     and strides count words, so that their alignment is known and loads are 16 bytes. x is
-    a `RowInput` (r_ptr, nw_ptr, sum_ptr and eps its other arguments)."""
+    a `RowInput` (r_ptr, nw_ptr, sum_ptr and eps its other arguments); ROTARY rotates the
+    output's heads (a `RowRotary`: positions_ptr to rotated_rows)."""
     wait_for_prior_kernels(PDL)
     WORDS: tl.constexpr = BLOCK_K // 4
     split = tl.program_id(1)
     inv_rms = row_scale(x_ptr, r_ptr, nw_ptr, sum_ptr, K, eps, INPUT, HAS_RESIDUAL, NORM_BLOCK)
-    n = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
+    n = rotary_tile_rows(tl.program_id(0), BLOCK_N, ROTARY, HEAD_SIZE, IS_NEOX)
     nc = tl.minimum(n, N - 1)  # rows past N read row N - 1, never stored
     j = tl.arange(0, WORDS)[None, :]  # 2-D, so that x lanes share the weight's layout
     words_ptr = w_ptr.to(tl.pointer_type(tl.uint32), bitcast=True)
@@ -209,6 +218,9 @@ def _fp8_row_gemv_kernel(
     if NUM_SPLITS == 1:
         if HAS_BIAS:
             y += tl.load(bias_ptr + nc).to(tl.float32)
+        if ROTARY:
+            y = rotate_tile(y, tl.program_id(0), positions_ptr, cos_sin_ptr, stride_cs,
+                            rotated_rows, out_ptr.dtype.element_ty, BLOCK_N, HEAD_SIZE, IS_NEOX)
         tl.store(out_ptr + n, y.to(out_ptr.dtype.element_ty), mask=n < N)
     else:
         tl.store(part_ptr + split * N + n, y, mask=n < N)
@@ -217,10 +229,12 @@ def _fp8_row_gemv_kernel(
 def fp8_row_gemv(out2: torch.Tensor, x2: torch.Tensor | RowInput, static: torch.Tensor | None,
                  weight: torch.Tensor, wscale: torch.Tensor, bias: torch.Tensor | None,
                  plan: GemvTiles | None = None, *,
-                 launch: TritonLaunch = DEFAULT_LAUNCH) -> torch.Tensor:
+                 launch: TritonLaunch = DEFAULT_LAUNCH,
+                 rotary: RowRotary | None = None) -> torch.Tensor:
     """out2 [1, N] = fp8_linear of x2 [1, K] (quantized per token, or by `static`; or the
     row a `RowInput` describes) with the e4m3 weight [N, K] (`fp8_ok_for_row`) and its
-    float32 row scales [N], launched with `launch`'s dependent launch."""
+    float32 row scales [N], its heads rotated as `rotary` says (`RowRotary.fits` the
+    plan), launched with `launch`'s dependent launch."""
     row = x2 if isinstance(x2, RowInput) else RowInput(x2)
     n, k = weight.shape
     assert row.width == k, f"{row.width} inputs for a weight of {k}"
@@ -231,12 +245,15 @@ def fp8_row_gemv(out2: torch.Tensor, x2: torch.Tensor | RowInput, static: torch.
             if splits > 1 else out2)
     b = bias if bias is not None else wscale  # a placeholder when unused
     _fp8_row_gemv_kernel[(triton.cdiv(n, plan.block_n), splits)](
-        out2, part, *row.kernel_args(), static if static is not None else wscale, weight,
-        wscale, b, n, k, split_len // 4, weight.stride(0) // 4,
+        out2, part, *row.kernel_args(),
+        *(rotary.kernel_args() if rotary else no_rotary_args(out2)),
+        static if static is not None else wscale, weight, wscale, b, n, k, split_len // 4,
+        weight.stride(0) // 4,
         STATIC=static is not None, BLOCK_N=plan.block_n, BLOCK_K=plan.block_k,
         EVEN_K=k % plan.block_k == 0, HAS_BIAS=bias is not None, NUM_SPLITS=splits,
         STAGES=plan.num_stages, X_BLOCK=min(pow2(k, 16), AMAX_BLOCK),
         ASM=not interpreted(_fp8_row_gemv_kernel), **row.kernel_constants(),
+        **(rotary.kernel_constants() if rotary else NO_ROTARY_CONSTANTS),
         num_warps=plan.num_warps, num_stages=plan.num_stages, **launch.dependency(),
     )
     if splits > 1:

@@ -39,6 +39,13 @@ from pagoda.kernels.triton.gemv import SUM_BLOCK, _sum_splits_kernel, num_k_spli
 from pagoda.kernels.triton.launch import DEFAULT_LAUNCH, TritonLaunch
 from pagoda.kernels.triton.quant_prims import pack_codes, unpack_codes
 from pagoda.kernels.triton.row_input import PLAIN, RowInput, row_scale, row_values
+from pagoda.kernels.triton.row_rotary import (
+    NO_ROTARY_CONSTANTS,
+    RowRotary,
+    no_rotary_args,
+    rotary_tile_rows,
+    rotate_tile,
+)
 from pagoda.quant.tensors import GroupQuantWeight
 
 GEMV_MAX_ROWS = 8
@@ -106,24 +113,27 @@ def _dequantize(codes, s, o, GROUP: tl.constexpr):
 
 @triton.jit(do_not_specialize=["M"])
 def _woq_gemv_kernel(
-    out_ptr, part_ptr, x_ptr, r_ptr, nw_ptr, sum_ptr, eps, w_ptr, s_ptr, o_ptr, bias_ptr,
+    out_ptr, part_ptr, x_ptr, r_ptr, nw_ptr, sum_ptr, eps, positions_ptr, cos_sin_ptr,
+    stride_cs, rotated_rows, w_ptr, s_ptr, o_ptr, bias_ptr,
     M, N, K, KW, split_words, stride_om, stride_xm, stride_wn, stride_sn,
     BITS: tl.constexpr, GROUP: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
     BLOCK_K: tl.constexpr, HAS_BIAS: tl.constexpr, NUM_SPLITS: tl.constexpr,
     STAGES: tl.constexpr, INPUT: tl.constexpr, HAS_RESIDUAL: tl.constexpr,
-    NORM_BLOCK: tl.constexpr, PDL: tl.constexpr,
+    NORM_BLOCK: tl.constexpr, ROTARY: tl.constexpr, IS_NEOX: tl.constexpr,
+    HEAD_SIZE: tl.constexpr, PDL: tl.constexpr,
 ):
     """Columns [BLOCK_N * program 0, +BLOCK_N) of x W^T over the words of split
     `program 1` (KW words a row): the output, or float32 partial sums [NUM_SPLITS, M, N].
     The loop counts words, so that the alignment of word offsets is known (16-byte loads).
     For one row x may be a `RowInput` other than PLAIN (r_ptr, nw_ptr, sum_ptr and eps are
-    its other arguments)."""
+    its other arguments), and the output's heads rotated (ROTARY, a `RowRotary`:
+    positions_ptr to rotated_rows)."""
     wait_for_prior_kernels(PDL)
     PACK: tl.constexpr = 32 // BITS
     GROUPS: tl.constexpr = BLOCK_K // GROUP
     split = tl.program_id(1)
     inv_rms = row_scale(x_ptr, r_ptr, nw_ptr, sum_ptr, K, eps, INPUT, HAS_RESIDUAL, NORM_BLOCK)
-    n = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
+    n = rotary_tile_rows(tl.program_id(0), BLOCK_N, ROTARY, HEAD_SIZE, IS_NEOX)
     m = tl.arange(0, BLOCK_M)
     j = tl.arange(0, BLOCK_K // PACK)
     k = tl.arange(0, BLOCK_K)
@@ -163,6 +173,10 @@ def _woq_gemv_kernel(
     if NUM_SPLITS == 1:
         if HAS_BIAS:
             acc += tl.load(bias_ptr + nc).to(tl.float32)[:, None]
+        if ROTARY:  # one row
+            acc = rotate_tile(tl.reshape(acc, (BLOCK_N,)), tl.program_id(0), positions_ptr,
+                              cos_sin_ptr, stride_cs, rotated_rows, out_ptr.dtype.element_ty,
+                              BLOCK_N, HEAD_SIZE, IS_NEOX)[:, None]
         tl.store(out_ptr + m[None, :] * stride_om + n[:, None],
                  acc.to(out_ptr.dtype.element_ty), mask=keep)
     else:
@@ -210,9 +224,11 @@ def _woq_gemm_kernel(
 
 def woq_gemv(out2: torch.Tensor, x2: torch.Tensor | RowInput, weight: PackedGroupWeight,
              bias: torch.Tensor | None, plan: GemvTiles | None = None, *,
-             launch: TritonLaunch = DEFAULT_LAUNCH) -> torch.Tensor:
+             launch: TritonLaunch = DEFAULT_LAUNCH,
+             rotary: RowRotary | None = None) -> torch.Tensor:
     """`_woq_gemv_kernel` into out2 [M, N] (M up to GEMV_MAX_ROWS, or one row a `RowInput`
-    describes), launched with `launch`'s dependent launch."""
+    describes, its heads rotated as `rotary` says: `RowRotary.fits` the plan), launched
+    with `launch`'s dependent launch."""
     row = x2 if isinstance(x2, RowInput) else RowInput(x2)
     m, k = row.x.shape[0], row.width
     n = weight.words.shape[0]
@@ -225,12 +241,14 @@ def woq_gemv(out2: torch.Tensor, x2: torch.Tensor | RowInput, weight: PackedGrou
             if splits > 1 else out2)
     b = bias if bias is not None else weight.scales
     _woq_gemv_kernel[(triton.cdiv(n, plan.block_n), splits)](
-        out2, part, *row.kernel_args(), weight.words, weight.scales, weight.offsets, b, m, n,
-        k, weight.words.shape[1], split_len * weight.bits // 32, out2.stride(0),
+        out2, part, *row.kernel_args(),
+        *(rotary.kernel_args() if rotary else no_rotary_args(out2)), weight.words,
+        weight.scales, weight.offsets, b, m, n, k, weight.words.shape[1], split_len * weight.bits // 32, out2.stride(0),
         row.x.stride(0), weight.words.stride(0), weight.scales.stride(0),
         BITS=weight.bits, GROUP=group, BLOCK_M=pow2(m), BLOCK_N=plan.block_n,
         BLOCK_K=plan.block_k, HAS_BIAS=bias is not None, NUM_SPLITS=splits,
-        STAGES=plan.num_stages, **row.kernel_constants(), num_warps=plan.num_warps,
+        STAGES=plan.num_stages, **row.kernel_constants(),
+        **(rotary.kernel_constants() if rotary else NO_ROTARY_CONSTANTS), num_warps=plan.num_warps,
         num_stages=plan.num_stages, **launch.dependency(),
     )
     if splits > 1:
