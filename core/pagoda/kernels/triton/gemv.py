@@ -43,9 +43,9 @@ from pagoda.kernels.triton.common import (
 from pagoda.kernels.triton.launch import DEFAULT_LAUNCH, TritonLaunch
 from pagoda.kernels.triton.row_input import PLAIN, RowInput, row_scale, row_values
 from pagoda.kernels.triton.row_rotary import (
-    NO_ROTARY_CONSTANTS,
     RowRotary,
-    no_rotary_args,
+    rotary_args,
+    rotary_constants,
     rotary_tile_rows,
     rotate_tile,
 )
@@ -263,13 +263,13 @@ def linear_with(x: torch.Tensor | RowInput, weight: torch.Tensor, bias: torch.Te
             if splits > 1 else out2)
     _gemv_kernel[(triton.cdiv(n, plan.block_n), splits)](
         out2, part, x2, w, b, *row.kernel_args()[1:],
-        *(rotary.kernel_args() if rotary else no_rotary_args(out2)), m, n, k, split_len,
+        *rotary_args(rotary, out2), m, n, k, split_len,
         out2.stride(0), x2.stride(0), w.stride(0),
         BLOCK_M=DOT_ROWS if plan.use_dot else pow2(m), BLOCK_N=plan.block_n,
         BLOCK_K=plan.block_k, EVEN_K=k % plan.block_k == 0, USE_DOT=plan.use_dot,
         DOT_DTYPE=dot_dtype(x2.dtype, _gemv_kernel), HAS_BIAS=bias is not None,
         NUM_SPLITS=splits, STAGES=plan.num_stages, **row.kernel_constants(),
-        **(rotary.kernel_constants() if rotary else NO_ROTARY_CONSTANTS),
+        **rotary_constants(rotary),
         num_warps=plan.num_warps, num_stages=plan.num_stages, **launch.dependency(),
     )
     if splits > 1:

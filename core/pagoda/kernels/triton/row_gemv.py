@@ -47,9 +47,9 @@ from pagoda.kernels.triton.launch import DEFAULT_LAUNCH, TritonLaunch
 from pagoda.kernels.triton.quant_prims import MIN_SCALE_C, round_fp8
 from pagoda.kernels.triton.row_input import PLAIN, RowInput, row_scale, row_values
 from pagoda.kernels.triton.row_rotary import (
-    NO_ROTARY_CONSTANTS,
     RowRotary,
-    no_rotary_args,
+    rotary_args,
+    rotary_constants,
     rotary_tile_rows,
     rotate_tile,
 )
@@ -246,14 +246,14 @@ def fp8_row_gemv(out2: torch.Tensor, x2: torch.Tensor | RowInput, static: torch.
     b = bias if bias is not None else wscale  # a placeholder when unused
     _fp8_row_gemv_kernel[(triton.cdiv(n, plan.block_n), splits)](
         out2, part, *row.kernel_args(),
-        *(rotary.kernel_args() if rotary else no_rotary_args(out2)),
+        *rotary_args(rotary, out2),
         static if static is not None else wscale, weight, wscale, b, n, k, split_len // 4,
         weight.stride(0) // 4,
         STATIC=static is not None, BLOCK_N=plan.block_n, BLOCK_K=plan.block_k,
         EVEN_K=k % plan.block_k == 0, HAS_BIAS=bias is not None, NUM_SPLITS=splits,
         STAGES=plan.num_stages, X_BLOCK=min(pow2(k, 16), AMAX_BLOCK),
         ASM=not interpreted(_fp8_row_gemv_kernel), **row.kernel_constants(),
-        **(rotary.kernel_constants() if rotary else NO_ROTARY_CONSTANTS),
+        **rotary_constants(rotary),
         num_warps=plan.num_warps, num_stages=plan.num_stages, **launch.dependency(),
     )
     if splits > 1:

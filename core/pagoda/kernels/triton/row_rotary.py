@@ -41,22 +41,22 @@ class RowRotary:
         return (rot_dim == head_size and n % head_size == 0 and block_n % 2 == 0
                 and num_splits == 1 and (head_size // 2) % pairs == 0)
 
-    def kernel_args(self) -> tuple[Any, ...]:
-        """The kernels' (positions_ptr, cos_sin_ptr, stride_cs, rotated_rows)."""
-        return (self.positions, self.cos_sin_cache, self.cos_sin_cache.stride(0),
-                self.rotated_rows)
-
-    def kernel_constants(self) -> dict[str, Any]:
-        return {"ROTARY": True, "IS_NEOX": self.is_neox, "HEAD_SIZE": self.head_size}
 
 
-NO_ROTARY_CONSTANTS = {"ROTARY": False, "IS_NEOX": True, "HEAD_SIZE": 2}
-"""The kernels' rotary constants of a matmul without one."""
+def rotary_args(rotary: RowRotary | None, placeholder: torch.Tensor) -> tuple[Any, ...]:
+    """The kernels' (positions_ptr, cos_sin_ptr, stride_cs, rotated_rows) arguments;
+    without a rotary, `placeholder` for the pointers (never read)."""
+    if rotary is None:
+        return (placeholder, placeholder, 0, 0)
+    cache = rotary.cos_sin_cache
+    return (rotary.positions, cache, cache.stride(0), rotary.rotated_rows)
 
 
-def no_rotary_args(placeholder: torch.Tensor) -> tuple[Any, ...]:
-    """The kernels' rotary arguments of a matmul without one (pointers never read)."""
-    return (placeholder, placeholder, 0, 0)
+def rotary_constants(rotary: RowRotary | None) -> dict[str, Any]:
+    """The kernels' ROTARY, IS_NEOX and HEAD_SIZE."""
+    if rotary is None:
+        return {"ROTARY": False, "IS_NEOX": True, "HEAD_SIZE": 2}
+    return {"ROTARY": True, "IS_NEOX": rotary.is_neox, "HEAD_SIZE": rotary.head_size}
 
 
 @triton.jit

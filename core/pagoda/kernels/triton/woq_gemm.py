@@ -40,9 +40,9 @@ from pagoda.kernels.triton.launch import DEFAULT_LAUNCH, TritonLaunch
 from pagoda.kernels.triton.quant_prims import pack_codes, unpack_codes
 from pagoda.kernels.triton.row_input import PLAIN, RowInput, row_scale, row_values
 from pagoda.kernels.triton.row_rotary import (
-    NO_ROTARY_CONSTANTS,
     RowRotary,
-    no_rotary_args,
+    rotary_args,
+    rotary_constants,
     rotary_tile_rows,
     rotate_tile,
 )
@@ -241,15 +241,14 @@ def woq_gemv(out2: torch.Tensor, x2: torch.Tensor | RowInput, weight: PackedGrou
             if splits > 1 else out2)
     b = bias if bias is not None else weight.scales
     _woq_gemv_kernel[(triton.cdiv(n, plan.block_n), splits)](
-        out2, part, *row.kernel_args(),
-        *(rotary.kernel_args() if rotary else no_rotary_args(out2)), weight.words,
-        weight.scales, weight.offsets, b, m, n, k, weight.words.shape[1], split_len * weight.bits // 32, out2.stride(0),
-        row.x.stride(0), weight.words.stride(0), weight.scales.stride(0),
+        out2, part, *row.kernel_args(), *rotary_args(rotary, out2), weight.words,
+        weight.scales, weight.offsets, b, m, n, k, weight.words.shape[1],
+        split_len * weight.bits // 32, out2.stride(0), row.x.stride(0),
+        weight.words.stride(0), weight.scales.stride(0),
         BITS=weight.bits, GROUP=group, BLOCK_M=pow2(m), BLOCK_N=plan.block_n,
         BLOCK_K=plan.block_k, HAS_BIAS=bias is not None, NUM_SPLITS=splits,
-        STAGES=plan.num_stages, **row.kernel_constants(),
-        **(rotary.kernel_constants() if rotary else NO_ROTARY_CONSTANTS), num_warps=plan.num_warps,
-        num_stages=plan.num_stages, **launch.dependency(),
+        STAGES=plan.num_stages, **row.kernel_constants(), **rotary_constants(rotary),
+        num_warps=plan.num_warps, num_stages=plan.num_stages, **launch.dependency(),
     )
     if splits > 1:
         blk = min(pow2(n), SUM_BLOCK)
