@@ -15,14 +15,18 @@ import torch
 
 pytest.importorskip("triton")
 
-from pagoda import LLM, SamplingParams  # noqa: E402
+from pagoda import LLM  # noqa: E402
 from pagoda.kernels.triton.decode_layer import TritonDecodeLayer, fuse_decode_layer  # noqa: E402
 from pagoda.kernels.triton.launch import DEFAULT_LAUNCH  # noqa: E402
 from pagoda.kernels.triton.launched import LaunchedKernels  # noqa: E402
 from pagoda.kernels.triton_providers import TRITON_QUANT_OPS  # noqa: E402
 from pagoda.models.decode_fusion import decode_layer_spec  # noqa: E402
-from pagoda.models.decoder import DecoderLayer  # noqa: E402
 from pagoda.plugins import KernelProvider, get_registries, reset_registries  # noqa: E402
+from tests.engine.fused_layers import (  # noqa: E402
+    CountingFusedLayer,
+    decoder_layers,
+    greedy_logprobs,
+)
 from tests.engine.tiny_models import VOCAB, make_checkpoint, wide_llama_config  # noqa: E402
 
 KERNELS = LaunchedKernels(lambda device: DEFAULT_LAUNCH)
@@ -56,31 +60,6 @@ def triton_on_cpu(device: str, monkeypatch: pytest.MonkeyPatch):
     reset_registries()
 
 
-def _layers(llm: LLM) -> list[DecoderLayer]:
-    model = llm.engine.core.executor.worker.model
-    return [m for m in model.modules() if isinstance(m, DecoderLayer)]
-
-
-def _run(llm: LLM, prompts: list[list[int]]) -> list[tuple[list[int], list[float]]]:
-    params = SamplingParams(temperature=0.0, max_tokens=NEW_TOKENS, ignore_eos=True,
-                            logprobs=0, detokenize=False)
-    outs = llm.generate([{"prompt_token_ids": p} for p in prompts], params, use_tqdm=False)
-    return [(list(o.outputs[0].token_ids), [s.logprobs[0] for s in o.outputs[0].logprobs])
-            for o in outs]
-
-
-class _Counting:
-    def __init__(self, inner: TritonDecodeLayer, calls: list[int]):
-        self.inner, self.calls, self.max_rows = inner, calls, inner.max_rows
-
-    def pre_attention(self, *args):
-        self.calls.append(1)
-        return self.inner.pre_attention(*args)
-
-    def post_attention(self, *args):
-        return self.inner.post_attention(*args)
-
-
 @pytest.mark.parametrize("quantization", [None, "fp8", "int4"])
 def test_fused_layers_match_op_by_op(triton_on_cpu, tmp_path: Path,
                                      quantization: str | None) -> None:
@@ -89,7 +68,7 @@ def test_fused_layers_match_op_by_op(triton_on_cpu, tmp_path: Path,
     # run of the prompts computes what the first did.
     llm = LLM(str(path), device="cpu", dtype="float32", num_kv_blocks=32, block_size=8,
               max_num_seqs=1, enable_prefix_caching=False, quantization=quantization)
-    layers = _layers(llm)
+    layers = decoder_layers(llm)
     fused = [layer.fused_decode for layer in layers]
     assert len(layers) == 2 and all(isinstance(f, TritonDecodeLayer) for f in fused)
     # The qkv kernels rotate the heads themselves, but for FP8's on one multiprocessor (the
@@ -99,18 +78,18 @@ def test_fused_layers_match_op_by_op(triton_on_cpu, tmp_path: Path,
     prompts = [torch.randint(3, VOCAB, (n,), generator=gen).tolist() for n in (6, 13)]
     calls: list[int] = []
     for layer, f in zip(layers, fused, strict=True):
-        layer.fused_decode = _Counting(f, calls)
-    with_fusion = _run(llm, prompts)
+        layer.fused_decode = CountingFusedLayer(f, calls)
+    with_fusion = greedy_logprobs(llm, prompts, NEW_TOKENS)
     assert len(calls) == 2 * 2 * (NEW_TOKENS - 1)  # every layer of every decode step
     for layer in layers:
         layer.fused_decode = None
-    assert with_fusion == _run(llm, prompts)
+    assert with_fusion == greedy_logprobs(llm, prompts, NEW_TOKENS)
 
 
 def test_declines_layers_it_cannot_run(triton_on_cpu, tmp_path: Path) -> None:
     path = make_checkpoint(tmp_path, wide_llama_config())
     llm = LLM(str(path), device="cpu", dtype="float32", num_kv_blocks=32, block_size=8)
-    spec = decode_layer_spec(_layers(llm)[0])
+    spec = decode_layer_spec(decoder_layers(llm)[0])
     assert spec is not None and fuse_decode_layer(spec, KERNELS) is not None
     reference = dataclasses.replace(spec.down, op=torch.nn.functional.linear)
     for changed in (

@@ -11,9 +11,9 @@ import dataclasses
 import pytest
 import torch
 
-from pagoda import LLM, SamplingParams
+from pagoda import LLM
 from pagoda.models.decode_fusion import decode_layer_spec
-from pagoda.models.decoder import DecoderLayer
+from tests.engine.fused_layers import CountingFusedLayer, decoder_layers, greedy_logprobs
 
 pytest.importorskip("pagoda_cpu._C", reason="pagoda-cpu's native kernels are not built")
 
@@ -29,23 +29,9 @@ def llm():
                max_model_len=512, quantization="gguf", enable_prefix_caching=False)
 
 
-def _layers(llm: LLM) -> list[DecoderLayer]:
-    model = llm.engine.core.executor.worker.model
-    return [m for m in model.modules() if isinstance(m, DecoderLayer)]
-
-
-def _run(llm: LLM, prompts: list[list[int]]) -> list[tuple[list[int], list[float]]]:
-    params = SamplingParams(temperature=0.0, max_tokens=NEW_TOKENS, ignore_eos=True,
-                            logprobs=0, detokenize=False)
-    outs = llm.generate([{"prompt_token_ids": p} for p in prompts], params, use_tqdm=False)
-    return [(list(o.outputs[0].token_ids),
-             [step.logprobs[0] for step in o.outputs[0].logprobs])
-            for o in outs]
-
-
 @pytest.mark.parametrize("num_prompts", [1, 12])
 def test_fused_layers_match_op_by_op(llm, num_prompts):
-    layers = _layers(llm)
+    layers = decoder_layers(llm)
     fused = [layer.fused_decode for layer in layers]
     assert len(layers) == 30 and all(f is not None for f in fused)
     gen = torch.Generator().manual_seed(num_prompts)
@@ -53,35 +39,23 @@ def test_fused_layers_match_op_by_op(llm, num_prompts):
                for i in range(num_prompts)]
     calls = []
     for layer in layers:  # count the fused steps (a wrapper of the native object)
-        layer.fused_decode = _Counting(layer.fused_decode, calls)
+        layer.fused_decode = CountingFusedLayer(layer.fused_decode, calls)
     try:
-        with_fusion = _run(llm, prompts)
+        with_fusion = greedy_logprobs(llm, prompts, NEW_TOKENS)
         assert len(calls) == 30 * (NEW_TOKENS - 1)  # every decode step, every layer
         for layer in layers:
             layer.fused_decode = None
-        op_by_op = _run(llm, prompts)
+        op_by_op = greedy_logprobs(llm, prompts, NEW_TOKENS)
     finally:
         for layer, f in zip(layers, fused, strict=True):
             layer.fused_decode = f
     assert with_fusion == op_by_op
 
 
-class _Counting:
-    def __init__(self, inner, calls: list):
-        self.inner, self.calls, self.max_rows = inner, calls, inner.max_rows
-
-    def pre_attention(self, *args):
-        self.calls.append(1)
-        return self.inner.pre_attention(*args)
-
-    def post_attention(self, *args):
-        return self.inner.post_attention(*args)
-
-
 def test_declines_layers_whose_ops_are_not_the_native_kernels(llm):
     from pagoda_cpu.decode_layer import fuse_decode_layer
 
-    spec = decode_layer_spec(_layers(llm)[0])
+    spec = decode_layer_spec(decoder_layers(llm)[0])
     assert spec is not None and fuse_decode_layer(spec) is not None
     dense = dataclasses.replace(spec.down, weight=torch.zeros(576, 1536))
     for changed in (
@@ -94,7 +68,7 @@ def test_declines_layers_whose_ops_are_not_the_native_kernels(llm):
 
 
 def test_layers_with_lora_are_not_described(llm):
-    layer = _layers(llm)[0]
+    layer = decoder_layers(llm)[0]
     layer.self_attn.o_proj.lora = object()  # any adapter slots
     try:
         assert decode_layer_spec(layer) is None

@@ -14,8 +14,8 @@ import torch
 
 pytest.importorskip("pagoda_cuda", reason="pagoda-cuda is not installed")
 
-from pagoda import LLM, SamplingParams  # noqa: E402
-from pagoda.models.decoder import DecoderLayer  # noqa: E402
+from pagoda import LLM  # noqa: E402
+from tests.engine.fused_layers import decoder_layers, greedy_logprobs  # noqa: E402
 from tests.engine.tiny_models import VOCAB, make_checkpoint, wide_llama_config  # noqa: E402
 
 pytestmark = [
@@ -23,19 +23,9 @@ pytestmark = [
     pytest.mark.skipif(not torch.cuda.is_available(), reason="needs an NVIDIA GPU"),
 ]
 
-PARAMS = SamplingParams(temperature=0.0, max_tokens=12, ignore_eos=True, logprobs=0,
-                        detokenize=False)
-
 
 def _fused(llm: LLM) -> list[object]:
-    model = llm.engine.core.executor.worker.model
-    return [m.fused_decode for m in model.modules() if isinstance(m, DecoderLayer)]
-
-
-def _run(llm: LLM, prompts: list[list[int]]) -> list[tuple[list[int], list[float]]]:
-    outs = llm.generate([{"prompt_token_ids": p} for p in prompts], PARAMS, use_tqdm=False)
-    return [(list(o.outputs[0].token_ids), [s.logprobs[0] for s in o.outputs[0].logprobs])
-            for o in outs]
+    return [layer.fused_decode for layer in decoder_layers(llm)]
 
 
 @pytest.mark.parametrize("quantization", [None, "fp8", "int4"])
@@ -55,4 +45,4 @@ def test_fused_layers_match_op_by_op(dtype: str, quantization: str | None, tmp_p
     monkeypatch.setenv("PAGODA_CUDA_FUSE_DECODE", "0")
     op_by_op = LLM(path, **common)
     assert _fused(op_by_op) == [None, None]
-    assert _run(fused, prompts) == _run(op_by_op, prompts)
+    assert greedy_logprobs(fused, prompts, 12) == greedy_logprobs(op_by_op, prompts, 12)
