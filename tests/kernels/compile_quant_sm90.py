@@ -48,7 +48,7 @@ def _qgemm(code: str, **overrides: Any) -> dict[str, Any]:
 
 def _woq(**overrides: Any) -> dict[str, Any]:
     consts = dict(BITS=4, GROUP=128, BLOCK_M=1, BLOCK_N=8, BLOCK_K=1024, HAS_BIAS=False,
-                  NUM_SPLITS=1, STAGES=3, INPUT=0, HAS_RESIDUAL=False, NORM_BLOCK=4096,
+                  NUM_SPLITS=1, STAGES=3, INPUT=0, HAS_RESIDUAL=False, NORM_BLOCK=1024,
                   ROTARY=False, IS_NEOX=True, HEAD_SIZE=2)
     consts.update(overrides)
     return consts
@@ -56,7 +56,7 @@ def _woq(**overrides: Any) -> dict[str, Any]:
 
 def _row(**overrides: Any) -> dict[str, Any]:
     consts = dict(BLOCK_N=16, BLOCK_K=1024, HAS_BIAS=False, NUM_SPLITS=1, STAGES=3,
-                  X_BLOCK=4096, ASM=True, INPUT=0, HAS_RESIDUAL=False, NORM_BLOCK=4096,
+                  X_BLOCK=4096, ASM=True, INPUT=0, HAS_RESIDUAL=False, NORM_BLOCK=1024,
                   ROTARY=False, IS_NEOX=True, HEAD_SIZE=2)
     consts.update(overrides)
     return consts
@@ -112,7 +112,7 @@ VARIANTS: list[tuple[str, Any, dict[str, Any], dict[str, str], int]] = [
     ("woq gemv int4 g128 1 row, add + rms_norm before, rotary after", _woq_gemv_kernel,
      _woq(INPUT=1, HAS_RESIDUAL=True, ROTARY=True, HEAD_SIZE=128), WOQ, 4),
     ("woq gemv int4 g128 1 row, silu_and_mul before", _woq_gemv_kernel,
-     _woq(INPUT=2, NORM_BLOCK=8192), WOQ, 4),
+     _woq(INPUT=2, NORM_BLOCK=1024), WOQ, 4),
     ("woq gemv int4 g32 8 rows split", _woq_gemv_kernel,
      _woq(GROUP=32, BLOCK_M=8, BLOCK_K=128, NUM_SPLITS=4, HAS_BIAS=True), WOQ, 4),
     ("woq gemv int8 g32 fp32 scales", _woq_gemv_kernel, _woq(BITS=8, GROUP=32, BLOCK_K=512),
@@ -121,9 +121,9 @@ VARIANTS: list[tuple[str, Any, dict[str, Any], dict[str, str], int]] = [
      _row(STATIC=False, EVEN_K=True), FP8, 4),
     ("row gemv fp8 dynamic, add + rms_norm before, rotary after", _fp8_row_gemv_kernel,
      _row(STATIC=False, EVEN_K=True, INPUT=1, HAS_RESIDUAL=True, ROTARY=True,
-          HEAD_SIZE=128), FP8, 4),
+          HEAD_SIZE=128, X_BLOCK=1024), FP8, 4),
     ("row gemv fp8 dynamic, silu_and_mul before", _fp8_row_gemv_kernel,
-     _row(STATIC=False, EVEN_K=True, INPUT=2, NORM_BLOCK=8192), FP8, 4),
+     _row(STATIC=False, EVEN_K=True, INPUT=2, X_BLOCK=1024), FP8, 4),
     ("row gemv fp8 static, rms_norm before, split", _fp8_row_gemv_kernel,
      _row(STATIC=True, EVEN_K=True, INPUT=1, NUM_SPLITS=4), FP8, 4),
     ("row gemv fp8 static odd K split bias", _fp8_row_gemv_kernel,

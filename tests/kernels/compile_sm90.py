@@ -65,7 +65,7 @@ def _attention(dot: Any, **overrides: Any) -> dict[str, Any]:
 def _gemv(dot: Any, **overrides: Any) -> dict[str, Any]:
     consts = dict(BLOCK_M=1, BLOCK_N=8, BLOCK_K=512, EVEN_K=True, USE_DOT=False,
                   DOT_DTYPE=dot, HAS_BIAS=False, NUM_SPLITS=1, STAGES=3, INPUT=0,
-                  HAS_RESIDUAL=False, NORM_BLOCK=4096, ROTARY=False, IS_NEOX=True, HEAD_SIZE=2)
+                  HAS_RESIDUAL=False, NORM_BLOCK=1024, ROTARY=False, IS_NEOX=True, HEAD_SIZE=2)
     consts.update(overrides)
     return consts
 
@@ -106,7 +106,7 @@ VARIANTS: list[tuple[str, Any, str, dict[str, Any], set[str]]] = [
     ("gemv bf16 1 row, rms_norm before, split", _gemv_kernel, "*bf16",
      _gemv(tl.bfloat16, INPUT=1, NUM_SPLITS=4), set()),
     ("gemv fp32 1 row, silu_and_mul before, odd K", _gemv_kernel, "*fp32",
-     _gemv(tl.float32, INPUT=2, EVEN_K=False, BLOCK_K=256, NORM_BLOCK=16384), set()),
+     _gemv(tl.float32, INPUT=2, EVEN_K=False, BLOCK_K=256, NORM_BLOCK=1024), set()),
     ("gemv fp16 4 rows odd K bias", _gemv_kernel, "*fp16",
      _gemv(tl.float16, BLOCK_M=4, BLOCK_K=256, EVEN_K=False, HAS_BIAS=True), set()),
     ("gemv bf16 dot 16-column tiles", _gemv_kernel, "*bf16",

@@ -60,6 +60,10 @@ FP8_Y_SHIFT = tl.constexpr(2.0**56)
 """What the sum of products is multiplied by: 2**120 (the weights' bit shift) / 2**64."""
 AMAX_BLOCK = 4096
 """Inputs per load of the per-token amax pass: all of a 4096-wide x in one round trip."""
+ROW_INPUT_AMAX_BLOCK = 1024
+"""The same for a `RowInput` other than PLAIN, whose values take two or three loads each:
+at 4096 the kernel with an add + RMSNorm input held 214 registers a thread (sm_90 ptxas),
+at 1024 133 (147 for a plain x at 4096)."""
 
 
 def plan_row_gemv(n: int, k: int, units: int) -> GemvTiles:
@@ -251,7 +255,8 @@ def fp8_row_gemv(out2: torch.Tensor, x2: torch.Tensor | RowInput, static: torch.
         weight.stride(0) // 4,
         STATIC=static is not None, BLOCK_N=plan.block_n, BLOCK_K=plan.block_k,
         EVEN_K=k % plan.block_k == 0, HAS_BIAS=bias is not None, NUM_SPLITS=splits,
-        STAGES=plan.num_stages, X_BLOCK=min(pow2(k, 16), AMAX_BLOCK),
+        STAGES=plan.num_stages,
+        X_BLOCK=min(pow2(k, 16), AMAX_BLOCK if row.kind == PLAIN else ROW_INPUT_AMAX_BLOCK),
         ASM=not interpreted(_fp8_row_gemv_kernel), **row.kernel_constants(),
         **rotary_constants(rotary),
         num_warps=plan.num_warps, num_stages=plan.num_stages, **launch.dependency(),
