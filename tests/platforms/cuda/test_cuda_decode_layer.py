@@ -1,8 +1,8 @@
 """The CUDA platform's fused decode layers (`CudaPlatform.fuse_decode_layer`, run by
 ci/gpu.sh): one sequence's decode steps, captured in graphs, give the same greedy tokens
 and logprobs, bit for bit, with each layer's norms and SiLU computed by its one-row
-matmuls (and its rotary embedding by the qkv kernel) as with every op its own kernel (PAGODA_CUDA_FUSE_DECODE=0), in float32 and
-bfloat16, with dense, FP8 and INT4 weights."""
+matmuls and its rotary embedding by the qkv kernel (PAGODA_CUDA_FUSE_DECODE=1) as with
+every op its own kernel (=0), in float32 and bfloat16, with dense, FP8 and INT4 weights."""
 
 from __future__ import annotations
 
@@ -39,6 +39,7 @@ def test_fused_layers_match_op_by_op(dtype: str, quantization: str | None, tmp_p
     prompts = [[rng.randrange(3, VOCAB) for _ in range(n)] for n in (5, 30)]
     common = dict(device="cuda", dtype=dtype, num_kv_blocks=64, max_num_seqs=1,
                   enable_prefix_caching=False, quantization=quantization)
+    monkeypatch.setenv("PAGODA_CUDA_FUSE_DECODE", "1")
     fused = LLM(path, **common)
     assert fused.engine.core.info["graph_batch_sizes"] == [1]
     assert all(isinstance(f, TritonDecodeLayer) and f.rotates for f in _fused(fused))
