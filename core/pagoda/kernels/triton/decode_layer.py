@@ -1,4 +1,4 @@
-"""A decoder layer's one-sequence decode step in five Triton kernels around its attention
+"""A decoder layer's one-sequence decode step in four Triton kernels around its attention
 (`Platform.fuse_decode_layer` for platforms running the shared kernels).
 
 Op by op, a layer of a one-token step runs eight kernels besides its attention: RMSNorm
@@ -6,9 +6,9 @@ Op by op, a layer of a one-token step runs eight kernels besides its attention: 
 the one-row matmuls compute their own inputs (`row_input.RowInput`): the qkv and gate_up
 kernels the residual add and RMSNorm before them, the down kernel the SiLU-and-mul; and
 the qkv kernel rotates the query and key heads it outputs (`row_rotary.RowRotary`, where
-its tiles allow), so a layer runs qkv, o, gate_up and down. Each matmul is the kernel its op would have
-run for one row (`gemv.linear`, `fp8_linear`'s row kernel, `woq_linear`'s gemv) with
-the same tiles, and each fused input is computed as the replaced op's kernel computes it,
+its tiles allow; else the rotary kernel runs), so a layer runs qkv, o, gate_up and down.
+Each matmul is the kernel its op would have run for one row (`gemv.linear`,
+`fp8_linear`'s row kernel, `woq_linear`'s gemv) with the same tiles, and each fused input is computed as the replaced op's kernel computes it,
 so the layer's results are the op-by-op ones. A layer is fused only where every op the
 spec names is the platform's launcher of these kernels (so nothing else would have run)
 and every linear has a one-row kernel here.
