@@ -8,8 +8,8 @@ kernels the residual add and RMSNorm before them, the down kernel the SiLU-and-m
 the qkv kernel rotates the query and key heads it outputs (`row_rotary.RowRotary`, where
 its tiles allow; else the rotary kernel runs), so a layer runs qkv, o, gate_up and down.
 Each matmul is the kernel its op would have run for one row (`gemv.linear`,
-`fp8_linear`'s row kernel, `woq_linear`'s gemv) with the same tiles, and each fused input is computed as the replaced op's kernel computes it,
-so the layer's results are the op-by-op ones. A layer is fused only where every op the
+`fp8_linear`'s row kernel, `woq_linear`'s gemv) with the same tiles, and each fused op is
+computed as its own kernel computes it, so the layer's results are the op-by-op ones. A layer is fused only where every op the
 spec names is the platform's launcher of these kernels (so nothing else would have run)
 and every linear has a one-row kernel here.
 """
