@@ -13,7 +13,10 @@ if TYPE_CHECKING:
     from pagoda.models.decode_fusion import DecodeLayerSpec, FusedDecodeLayer
 
 FUSE_DECODE_ENV = "PAGODA_CUDA_FUSE_DECODE"
-"""Set to 0 to run one-sequence decode steps op by op (benchmarks compare)."""
+"""Set to 1 to fuse one-sequence decode steps (`fuse_decode_layer`). Off by default until
+measured on a GPU: the fused kernels have been run only in Triton's CPU interpreter (where
+their results equal the op-by-op ones bit for bit) and compiled for sm_90, no GPU having
+been lent since they were written (docs/benchmarks.md, session 14)."""
 
 
 class CudaPlatform(AcceleratorPlatform):
@@ -39,10 +42,10 @@ class CudaPlatform(AcceleratorPlatform):
         return f"sm_{props.major}{props.minor}"
 
     def fuse_decode_layer(self, spec: DecodeLayerSpec) -> FusedDecodeLayer | None:
-        """One-sequence decode steps with the residual add and RMSNorm, and SiLU-and-mul,
-        computed by the one-row matmul kernels after them (`pagoda.kernels.triton.
-        decode_layer`)."""
-        if os.environ.get(FUSE_DECODE_ENV, "1") == "0":
+        """With PAGODA_CUDA_FUSE_DECODE=1, one-sequence decode steps with the residual add
+        and RMSNorm, and SiLU-and-mul, computed by the one-row matmul kernels after them,
+        and the rotary embedding by the qkv kernel (`pagoda.kernels.triton.decode_layer`)."""
+        if os.environ.get(FUSE_DECODE_ENV, "0") != "1":
             return None
         from pagoda.kernels.triton.decode_layer import fuse_decode_layer
         from pagoda_cuda.triton_ops import KERNELS
