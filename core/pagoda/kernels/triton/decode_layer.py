@@ -57,28 +57,39 @@ def row_matmul(linear: FusableLinear, kernels: LaunchedKernels) -> RowMatmul | N
     with a one-row kernel for its weight (as the op itself would choose it); else None."""
     w, bias = linear.weight, linear.bias
     if linear.op is kernels.linear and isinstance(w, torch.Tensor):
-        if w.dtype not in gemv.KERNEL_DTYPES:
-            return None
-        launch = kernels.launch_for(w.device)
-        (n, k), units = w.shape, parallel_units(w.device)
-        plan = gemv.plan_gemv(1, n, k, units, w.element_size(), launch)
-        return RowMatmul(lambda row, rotary: gemv.linear_with(row, w, bias, plan, launch=launch,
-                                                              rotary=rotary), n, plan)
+        return _dense(w, bias, kernels) if w.dtype in gemv.KERNEL_DTYPES else None
     if (linear.op is kernels.fp8_linear and isinstance(w, Fp8Weight) and w.block is None
             and fp8_ok_for_row(w.weight)):
-        launch = kernels.launch_for(w.weight.device)
-        (n, k), units = w.shape, parallel_units(w.weight.device)
-        tiles = plan_row_gemv(n, k, units)
-        return RowMatmul(lambda row, rotary: fp8_row_gemv(
-            _out(row, n), row, w.input_scale, w.weight, w.scale, bias, tiles, launch=launch,
-            rotary=rotary), n, tiles)
+        return _fp8(w, bias, kernels)
     if linear.op is kernels.woq_linear and isinstance(w, PackedGroupWeight):
-        launch = kernels.launch_for(w.words.device)
-        (n, k), units = w.shape, parallel_units(w.words.device)
-        tiles = plan_woq_gemv(1, n, k, w.group_size, units)
-        return RowMatmul(lambda row, rotary: woq_gemv(_out(row, n), row, w, bias, tiles,
-                                                      launch=launch, rotary=rotary), n, tiles)
+        return _woq(w, bias, kernels)
     return None
+
+
+def _dense(w: torch.Tensor, bias: torch.Tensor | None, kernels: LaunchedKernels) -> RowMatmul:
+    launch = kernels.launch_for(w.device)
+    n, k = w.shape
+    plan = gemv.plan_gemv(1, n, k, parallel_units(w.device), w.element_size(), launch)
+    return RowMatmul(lambda row, rotary: gemv.linear_with(row, w, bias, plan, launch=launch,
+                                                          rotary=rotary), n, plan)
+
+
+def _fp8(w: Fp8Weight, bias: torch.Tensor | None, kernels: LaunchedKernels) -> RowMatmul:
+    launch = kernels.launch_for(w.weight.device)
+    n, k = w.shape
+    tiles = plan_row_gemv(n, k, parallel_units(w.weight.device))
+    return RowMatmul(lambda row, rotary: fp8_row_gemv(
+        _out(row, n), row, w.input_scale, w.weight, w.scale, bias, tiles, launch=launch,
+        rotary=rotary), n, tiles)
+
+
+def _woq(w: PackedGroupWeight, bias: torch.Tensor | None, kernels: LaunchedKernels
+         ) -> RowMatmul:
+    launch = kernels.launch_for(w.words.device)
+    n, k = w.shape
+    tiles = plan_woq_gemv(1, n, k, w.group_size, parallel_units(w.words.device))
+    return RowMatmul(lambda row, rotary: woq_gemv(_out(row, n), row, w, bias, tiles,
+                                                  launch=launch, rotary=rotary), n, tiles)
 
 
 def _out(row: RowInput, n: int) -> torch.Tensor:
@@ -101,14 +112,23 @@ class TritonDecodeLayer:
         self.qkv_sizes = [q_size, kv_size, kv_size]
         self.rotates = qkv.rotates(spec.head_size, spec.cos_sin_cache.shape[-1])
         """Whether the qkv kernel rotates the query and key heads (else the rotary op)."""
+        self._last_rotary: RowRotary | None = None
+
+    def _rotary(self, positions: torch.Tensor) -> RowRotary:
+        """The qkv kernel's rotation at `positions`, built once per positions tensor (the
+        same tensor every step under a graph; every layer of a step shares it)."""
+        if self._last_rotary is None or self._last_rotary.positions is not positions:
+            spec = self.spec
+            self._last_rotary = RowRotary(positions, spec.cos_sin_cache, spec.is_neox,
+                                          spec.head_size, self.qkv_sizes[0] + self.qkv_sizes[1])
+        return self._last_rotary
 
     def pre_attention(self, positions: torch.Tensor, hidden_states: torch.Tensor,
                       residual: torch.Tensor | None
                       ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
         spec = self.spec
         row = RowInput.normed(hidden_states, spec.input_norm, spec.eps, residual)
-        rotary = (RowRotary(positions, spec.cos_sin_cache, spec.is_neox, spec.head_size,
-                            self.qkv_sizes[0] + self.qkv_sizes[1]) if self.rotates else None)
+        rotary = self._rotary(positions) if self.rotates else None
         q, k, v = self.qkv(row, rotary).split(self.qkv_sizes, dim=-1)
         d = spec.head_size
         q, k = q.view(1, spec.num_heads, d), k.view(1, spec.num_kv_heads, d)

@@ -36,7 +36,6 @@ from pagoda.kernels.triton.common import (
     dot_dtype,
     parallel_units,
     pow2,
-    rows,
     unit_last_stride,
     wait_for_prior_kernels,
 )
@@ -244,7 +243,7 @@ def linear_with(x: torch.Tensor | RowInput, weight: torch.Tensor, bias: torch.Te
     row a `RowInput` describes, the output's heads rotated as `rotary` says (`RowRotary.
     fits` the plan); of `launch`, the kernels take its dependent launch, and the kernel
     that adds split partial sums its row-kernel parameters."""
-    row = x if isinstance(x, RowInput) else RowInput(rows(x, x.shape[-1]))
+    row = x if isinstance(x, RowInput) else RowInput.plain(x)
     x2, k, n = row.x, row.width, weight.shape[0]
     m = x2.shape[0]
     assert m <= MAX_ROWS, f"{m} rows: the gemv kernel takes at most {MAX_ROWS}"

@@ -239,7 +239,7 @@ def fp8_row_gemv(out2: torch.Tensor, x2: torch.Tensor | RowInput, static: torch.
     row a `RowInput` describes) with the e4m3 weight [N, K] (`fp8_ok_for_row`) and its
     float32 row scales [N], its heads rotated as `rotary` says (`RowRotary.fits` the
     plan), launched with `launch`'s dependent launch."""
-    row = x2 if isinstance(x2, RowInput) else RowInput(x2)
+    row = x2 if isinstance(x2, RowInput) else RowInput.plain(x2)
     n, k = weight.shape
     assert row.width == k, f"{row.width} inputs for a weight of {k}"
     plan = plan or plan_row_gemv(n, k, parallel_units(row.x.device))

@@ -229,7 +229,7 @@ def woq_gemv(out2: torch.Tensor, x2: torch.Tensor | RowInput, weight: PackedGrou
     """`_woq_gemv_kernel` into out2 [M, N] (M up to GEMV_MAX_ROWS, or one row a `RowInput`
     describes, its heads rotated as `rotary` says: `RowRotary.fits` the plan), launched
     with `launch`'s dependent launch."""
-    row = x2 if isinstance(x2, RowInput) else RowInput(x2)
+    row = x2 if isinstance(x2, RowInput) else RowInput.plain(x2)
     m, k = row.x.shape[0], row.width
     n = weight.words.shape[0]
     group = weight.group_size
