@@ -118,6 +118,13 @@ ROW_TILES = ((8, 1024), (16, 512), (32, 256), (64, 128), (16, 1024), (32, 512), 
 on every 8B shape on the H200)."""
 
 
+WOQ_ROW_LAUNCHES = ((8, 512, 4, 5), (8, 512, 8, 4), (8, 1024, 8, 3), (16, 512, 8, 4),
+                    (4, 512, 4, 6), (8, 256, 4, 8))
+"""(weight rows, K, warps, stages) of the one-row INT4 gemv tried beside the tiles above (4
+warps, 3 stages): its (8, 1024) plan takes 236 registers a thread on sm_90, two programs an
+SM, about 24 KB of weight in flight an SM where 4.2 TB/s needs about 32 KB."""
+
+
 def _row_plans(n: int, k: int, units: int) -> list[GemvTiles]:
     return [GemvTiles(bn, bk, num_k_splits(triton.cdiv(n, bn), k, units))
             for bn, bk in ROW_TILES if bk <= k]
@@ -143,6 +150,11 @@ def paths(op: str, m: int, n: int, k: int, units: int) -> dict[str, Callable[...
                 if bn * bk * triton.next_power_of_2(m) <= 8192:
                     plan = GemvTiles(bn, bk, num_k_splits(triton.cdiv(n, bn), k, units))
                     found[f"gemv fma {plan.label}"] = _woq(woq_gemv, plan)
+        if m == 1:  # more weight in flight: fewer registers a thread, more stages or warps
+            for bn, bk, warps, stages in WOQ_ROW_LAUNCHES:
+                plan = GemvTiles(bn, bk, num_k_splits(triton.cdiv(n, bn), k, units), warps,
+                                 stages)
+                found[f"gemv fma {plan.label}"] = _woq(woq_gemv, plan)
         found["triton gemm"] = _woq(woq_gemm)
         return found
     found["auto"] = ql.int8_linear if op == "int8" else ql.fp8_linear
