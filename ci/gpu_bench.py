@@ -244,12 +244,12 @@ def dependent_launch(out: Path, llama: Path, s: dict) -> list[dict]:
 
 
 def fused_decode(out: Path, llama: Path, s: dict) -> list[dict]:
-    """U: C in bf16, FP8 and INT4 weights with the decode layers op by op, then fused (one
-    decode graph, of one sequence: --max-num-seqs 1)."""
+    """U: C in bf16, FP8 and INT4 weights with the decode layers op by op, fused, then fused
+    but for the norms (one decode graph, of one sequence: --max-num-seqs 1)."""
     return [quantized_c(out, llama, s, tag, q, "report", {"PAGODA_CUDA_FUSE_DECODE": fused},
                         ("--max-num-seqs", "1"))
             for tag, q in (("bf16", ""), ("fp8", "fp8"), ("int4", "int4"))
-            for fused in ("0", "1")]
+            for fused in ("0", "1", "rotary_silu")]
 
 
 def bench_l(out: Path, llama: Path) -> dict:

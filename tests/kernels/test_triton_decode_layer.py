@@ -1,7 +1,7 @@
 """The shared Triton kernels' fused decode layer (`pagoda.kernels.triton.decode_layer`, the
 CUDA platform's `fuse_decode_layer`) drives a real model: a tiny Llama's greedy tokens and
-logprobs, one sequence at a time, are the same bit for bit with its layers fused and op
-by op, with dense float32 weights and with FP8 and INT4 weights quantized at load (here on
+logprobs, one sequence at a time, are the same bit for bit with its layers fused (with
+and without the norms) and op by op, with dense float32 weights and with FP8 and INT4 weights quantized at load (here on
 the CPU in Triton's interpreter, the kernels registered as the CPU's providers; on a GPU,
 tests/platforms/cuda runs the CUDA platform's own)."""
 
@@ -60,9 +60,10 @@ def triton_on_cpu(device: str, monkeypatch: pytest.MonkeyPatch):
     reset_registries()
 
 
+@pytest.mark.parametrize("fuse_norms", [True, False])
 @pytest.mark.parametrize("quantization", [None, "fp8", "int4"])
 def test_fused_layers_match_op_by_op(triton_on_cpu, tmp_path: Path,
-                                     quantization: str | None) -> None:
+                                     quantization: str | None, fuse_norms: bool) -> None:
     path = make_checkpoint(tmp_path, wide_llama_config(), random_weights=True)
     # One sequence a step (the fused layers' max_rows); no prefix caching, so that the second
     # run of the prompts computes what the first did.
@@ -78,6 +79,7 @@ def test_fused_layers_match_op_by_op(triton_on_cpu, tmp_path: Path,
     prompts = [torch.randint(3, VOCAB, (n,), generator=gen).tolist() for n in (6, 13)]
     calls: list[int] = []
     for layer, f in zip(layers, fused, strict=True):
+        f.fuse_norms = fuse_norms  # else the norm kernels run before qkv and gate_up
         layer.fused_decode = CountingFusedLayer(f, calls)
     with_fusion = greedy_logprobs(llm, prompts, NEW_TOKENS)
     assert len(calls) == 2 * 2 * (NEW_TOKENS - 1)  # every layer of every decode step

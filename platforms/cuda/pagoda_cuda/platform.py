@@ -45,12 +45,13 @@ class CudaPlatform(AcceleratorPlatform):
         """With PAGODA_CUDA_FUSE_DECODE=1, one-sequence decode steps with the residual add
         and RMSNorm, and SiLU-and-mul, computed by the one-row matmul kernels after them,
         and the rotary embedding by the qkv kernel (`pagoda.kernels.triton.decode_layer`)."""
-        if os.environ.get(FUSE_DECODE_ENV, "0") != "1":
+        mode = os.environ.get(FUSE_DECODE_ENV, "0")
+        if mode not in ("1", "rotary_silu"):
             return None
         from pagoda.kernels.triton.decode_layer import fuse_decode_layer
         from pagoda_cuda.triton_ops import KERNELS
 
-        return fuse_decode_layer(spec, KERNELS)
+        return fuse_decode_layer(spec, KERNELS, fuse_norms=mode == "1")
 
     def describe(self) -> dict[str, object]:
         info = super().describe()

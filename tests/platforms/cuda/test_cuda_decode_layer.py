@@ -1,8 +1,12 @@
 """The CUDA platform's fused decode layers (`CudaPlatform.fuse_decode_layer`, run by
 ci/gpu.sh): one sequence's decode steps, captured in graphs, give the same greedy tokens
-and logprobs, bit for bit, with each layer's norms and SiLU computed by its one-row
-matmuls and its rotary embedding by the qkv kernel (PAGODA_CUDA_FUSE_DECODE=1) as with
-every op its own kernel (=0), in float32 and bfloat16, with dense, FP8 and INT4 weights."""
+with each layer's norms and SiLU computed by its one-row matmuls and its rotary embedding
+by the qkv kernel (PAGODA_CUDA_FUSE_DECODE=1), or only the SiLU and rotary (=rotary_silu),
+as with every op its own kernel (=0), in float32 and bfloat16, with dense, FP8 and INT4
+weights. The logprobs agree to float32's rounding, not bit for bit as in Triton's
+interpreter (tests/kernels/test_triton_decode_layer.py): compiled, a kernel's sums and
+multiply-adds are ordered and contracted by its own layout and code (on an H100 the
+float32 logprobs differed in the 7th digit)."""
 
 from __future__ import annotations
 
@@ -28,10 +32,11 @@ def _fused(llm: LLM) -> list[object]:
     return [layer.fused_decode for layer in decoder_layers(llm)]
 
 
+@pytest.mark.parametrize("mode", ["1", "rotary_silu"])
 @pytest.mark.parametrize("quantization", [None, "fp8", "int4"])
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
-def test_fused_layers_match_op_by_op(dtype: str, quantization: str | None, tmp_path: Path,
-                                     monkeypatch: pytest.MonkeyPatch) -> None:
+def test_fused_layers_match_op_by_op(dtype: str, quantization: str | None, mode: str,
+                                     tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from pagoda.kernels.triton.decode_layer import TritonDecodeLayer
 
     path = str(make_checkpoint(tmp_path, wide_llama_config(), random_weights=True))
@@ -39,11 +44,18 @@ def test_fused_layers_match_op_by_op(dtype: str, quantization: str | None, tmp_p
     prompts = [[rng.randrange(3, VOCAB) for _ in range(n)] for n in (5, 30)]
     common = dict(device="cuda", dtype=dtype, num_kv_blocks=64, max_num_seqs=1,
                   enable_prefix_caching=False, quantization=quantization)
-    monkeypatch.setenv("PAGODA_CUDA_FUSE_DECODE", "1")
+    monkeypatch.setenv("PAGODA_CUDA_FUSE_DECODE", mode)
     fused = LLM(path, **common)
     assert fused.engine.core.info["graph_batch_sizes"] == [1]
-    assert all(isinstance(f, TritonDecodeLayer) and f.rotates for f in _fused(fused))
+    assert all(isinstance(f, TritonDecodeLayer) and f.rotates
+               and f.fuse_norms == (mode == "1") for f in _fused(fused))
     monkeypatch.setenv("PAGODA_CUDA_FUSE_DECODE", "0")
     op_by_op = LLM(path, **common)
     assert _fused(op_by_op) == [None, None]
-    assert greedy_logprobs(fused, prompts, 12) == greedy_logprobs(op_by_op, prompts, 12)
+    # bf16's rounding of a different sum can move a logprob by a unit of bf16 (2^-8 of it)
+    tolerance = 1e-5 if dtype == "float32" else 0.02
+    for (tokens, logprobs), (want_tokens, want_logprobs) in zip(
+            greedy_logprobs(fused, prompts, 12), greedy_logprobs(op_by_op, prompts, 12),
+            strict=True):
+        assert tokens == want_tokens
+        assert logprobs == pytest.approx(want_logprobs, abs=tolerance)

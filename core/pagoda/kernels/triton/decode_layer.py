@@ -104,8 +104,12 @@ class TritonDecodeLayer:
     several sequences' steps go to cuBLAS and the tiled kernels)."""
 
     def __init__(self, spec: DecodeLayerSpec, qkv: RowMatmul, o: RowMatmul,
-                 gate_up: RowMatmul, down: RowMatmul):
+                 gate_up: RowMatmul, down: RowMatmul, *, fuse_norms: bool = True):
         self.spec = spec
+        self.fuse_norms = fuse_norms
+        """Whether the qkv and gate_up kernels compute the residual add and RMSNorm before
+        them (each of their programs sums the row's squares first); else the norm kernels
+        run, and only the rotary embedding and SiLU-and-mul are fused."""
         self.qkv, self.o, self.gate_up, self.down = qkv, o, gate_up, down
         q_size = spec.num_heads * spec.head_size
         kv_size = spec.num_kv_heads * spec.head_size
@@ -127,26 +131,38 @@ class TritonDecodeLayer:
                       residual: torch.Tensor | None
                       ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
         spec = self.spec
-        row = RowInput.normed(hidden_states, spec.input_norm, spec.eps, residual)
+        row, summed = self._normed(hidden_states, spec.input_norm, residual)
         rotary = self._rotary(positions) if self.rotates else None
         q, k, v = self.qkv(row, rotary).split(self.qkv_sizes, dim=-1)
         d = spec.head_size
         q, k = q.view(1, spec.num_heads, d), k.view(1, spec.num_kv_heads, d)
         if not self.rotates:
             q, k = spec.rotary_embedding(positions, q, k, spec.cos_sin_cache, spec.is_neox)
-        summed = row.summed if row.summed is not None else hidden_states
+        summed = summed if summed is not None else hidden_states
         return q, k, v.view(1, spec.num_kv_heads, d), summed
 
     def post_attention(self, attn_out: torch.Tensor, residual: torch.Tensor
                        ) -> tuple[torch.Tensor, torch.Tensor]:
+        row, summed = self._normed(self.o(RowInput.plain(attn_out)),
+                                   self.spec.post_attention_norm, residual)
+        assert summed is not None
+        return self.down(RowInput.gated(self.gate_up(row))), summed
+
+    def _normed(self, x: torch.Tensor, weight: torch.Tensor, residual: torch.Tensor | None
+                ) -> tuple[RowInput, torch.Tensor | None]:
+        """The next matmul's input, rms_norm(x (+ residual)), and x + residual if given."""
         spec = self.spec
-        row = RowInput.normed(self.o(RowInput.plain(attn_out)), spec.post_attention_norm,
-                              spec.eps, residual)
-        assert row.summed is not None
-        return self.down(RowInput.gated(self.gate_up(row))), row.summed
+        if self.fuse_norms:
+            row = RowInput.normed(x, weight, spec.eps, residual)
+            return row, row.summed
+        if residual is None:
+            return RowInput.plain(spec.rms_norm(x, weight, spec.eps)), None
+        normed, summed = spec.fused_add_rms_norm(x, residual, weight, spec.eps)
+        return RowInput.plain(normed), summed
 
 
-def fuse_decode_layer(spec: DecodeLayerSpec, kernels: LaunchedKernels) -> Any | None:
+def fuse_decode_layer(spec: DecodeLayerSpec, kernels: LaunchedKernels, *,
+                      fuse_norms: bool = True) -> Any | None:
     """A `TritonDecodeLayer` for the layer where its ops are `kernels`' launchers and its
     linears have one-row kernels; else None (the layer runs op by op)."""
     if (spec.rms_norm is not kernels.rms_norm
@@ -159,4 +175,4 @@ def fuse_decode_layer(spec: DecodeLayerSpec, kernels: LaunchedKernels) -> Any | 
     qkv, o, gate_up, down = matmuls
     if qkv is None or o is None or gate_up is None or down is None:
         return None
-    return TritonDecodeLayer(spec, qkv, o, gate_up, down)
+    return TritonDecodeLayer(spec, qkv, o, gate_up, down, fuse_norms=fuse_norms)
