@@ -72,6 +72,10 @@ def test_fused_layers_match_op_by_op(triton_on_cpu, tmp_path: Path,
     layers = decoder_layers(llm)
     fused = [layer.fused_decode for layer in layers]
     assert len(layers) == 2 and all(isinstance(f, TritonDecodeLayer) for f in fused)
+    spec = decode_layer_spec(layers[0])
+    assert spec is not None
+    # Quantized layers are fused only where asked (the CUDA platform's default leaves them)
+    assert (fuse_decode_layer(spec, KERNELS, quantized=False) is None) == bool(quantization)
     # The qkv kernels rotate the heads themselves, but for FP8's on one multiprocessor (the
     # interpreter's): tiles of 64 rows, more than a head of 32.
     assert all(f.rotates == (quantization != "fp8") for f in fused)

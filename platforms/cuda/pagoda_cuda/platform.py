@@ -13,10 +13,14 @@ if TYPE_CHECKING:
     from pagoda.models.decode_fusion import DecodeLayerSpec, FusedDecodeLayer
 
 FUSE_DECODE_ENV = "PAGODA_CUDA_FUSE_DECODE"
-"""Set to 1 to fuse one-sequence decode steps (`fuse_decode_layer`). Off by default until
-measured on a GPU: the fused kernels have been run only in Triton's CPU interpreter (where
-their results equal the op-by-op ones bit for bit) and compiled for sm_90, no GPU having
-been lent since they were written (docs/benchmarks.md, session 14)."""
+"""Which layers fuse their one-sequence decode steps (`fuse_decode_layer`): `dense` (the
+default) those with unquantized weights; `1` every layer the kernels can run; `rotary_silu`
+the same, the norms left to their own kernels; `0` none. Benchmark U on an H100 (session
+15, docs/benchmarks.md), C in ms a token, op by op / fused / rotary_silu: bf16 5.91 / 5.70 /
+5.82, FP8 3.97 / 4.06 / 4.03, INT4 4.24 / 4.62 / 4.34: the quantized one-row kernels,
+bound by their arithmetic, lose more to computing their inputs than the launches saved."""
+
+FUSE_DECODE_MODES = ("dense", "1", "rotary_silu", "0")
 
 
 class CudaPlatform(AcceleratorPlatform):
@@ -42,16 +46,21 @@ class CudaPlatform(AcceleratorPlatform):
         return f"sm_{props.major}{props.minor}"
 
     def fuse_decode_layer(self, spec: DecodeLayerSpec) -> FusedDecodeLayer | None:
-        """With PAGODA_CUDA_FUSE_DECODE=1, one-sequence decode steps with the residual add
-        and RMSNorm, and SiLU-and-mul, computed by the one-row matmul kernels after them,
-        and the rotary embedding by the qkv kernel (`pagoda.kernels.triton.decode_layer`)."""
-        mode = os.environ.get(FUSE_DECODE_ENV, "0")
-        if mode not in ("1", "rotary_silu"):
+        """One-sequence decode steps with the residual add and RMSNorm, and SiLU-and-mul,
+        computed by the one-row matmul kernels after them, and the rotary embedding by the
+        qkv kernel (`pagoda.kernels.triton.decode_layer`), for the layers FUSE_DECODE_ENV
+        names."""
+        mode = os.environ.get(FUSE_DECODE_ENV, "dense")
+        if mode not in FUSE_DECODE_MODES:
+            raise ValueError(f"{FUSE_DECODE_ENV}={mode!r}: expected one of "
+                             f"{', '.join(FUSE_DECODE_MODES)}")
+        if mode == "0":
             return None
         from pagoda.kernels.triton.decode_layer import fuse_decode_layer
         from pagoda_cuda.triton_ops import KERNELS
 
-        return fuse_decode_layer(spec, KERNELS, fuse_norms=mode == "1")
+        return fuse_decode_layer(spec, KERNELS, fuse_norms=mode != "rotary_silu",
+                                 quantized=mode != "dense")
 
     def describe(self) -> dict[str, object]:
         info = super().describe()

@@ -59,3 +59,20 @@ def test_fused_layers_match_op_by_op(dtype: str, quantization: str | None, mode:
             strict=True):
         assert tokens == want_tokens
         assert logprobs == pytest.approx(want_logprobs, abs=tolerance)
+
+
+@pytest.mark.parametrize("quantization", [None, "fp8"])
+def test_default_fuses_unquantized_layers(quantization: str | None, tmp_path: Path,
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    from pagoda.kernels.triton.decode_layer import TritonDecodeLayer
+
+    path = str(make_checkpoint(tmp_path, wide_llama_config()))
+    monkeypatch.delenv("PAGODA_CUDA_FUSE_DECODE", raising=False)
+    llm = LLM(path, device="cuda", dtype="bfloat16", num_kv_blocks=64, max_num_seqs=1,
+              quantization=quantization)
+    fused = _fused(llm)
+    if quantization is None:
+        assert all(isinstance(f, TritonDecodeLayer) and f.fuse_norms for f in fused)
+    else:
+        assert fused == [None, None]
+

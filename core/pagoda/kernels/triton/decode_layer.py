@@ -162,16 +162,19 @@ class TritonDecodeLayer:
 
 
 def fuse_decode_layer(spec: DecodeLayerSpec, kernels: LaunchedKernels, *,
-                      fuse_norms: bool = True) -> Any | None:
+                      fuse_norms: bool = True, quantized: bool = True) -> Any | None:
     """A `TritonDecodeLayer` for the layer where its ops are `kernels`' launchers and its
-    linears have one-row kernels; else None (the layer runs op by op)."""
+    linears have one-row kernels (and, unless `quantized`, unquantized weights); else None
+    (the layer runs op by op)."""
+    linears = (spec.qkv, spec.o, spec.gate_up, spec.down)
+    if not quantized and not all(isinstance(lin.weight, torch.Tensor) for lin in linears):
+        return None
     if (spec.rms_norm is not kernels.rms_norm
             or spec.fused_add_rms_norm is not kernels.fused_add_rms_norm
             or spec.rotary_embedding is not kernels.rotary_embedding
             or spec.act_and_mul is not kernels.silu_and_mul):
         return None
-    matmuls = [row_matmul(linear, kernels)
-               for linear in (spec.qkv, spec.o, spec.gate_up, spec.down)]
+    matmuls = [row_matmul(linear, kernels) for linear in linears]
     qkv, o, gate_up, down = matmuls
     if qkv is None or o is None or gate_up is None or down is None:
         return None
