@@ -65,3 +65,31 @@ def test_reset_prefix_cache_only_when_idle():
     pool.release([a])
     assert pool.reset_prefix_cache()
     assert pool.lookup(b"h") is None
+
+
+def test_freed_blocks_without_a_prefix_come_first_then_never_used_then_cached():
+    pool = BlockPool(5, enable_caching=True)
+    a, b, c = pool.allocate(3)
+    assert (a.block_id, b.block_id, c.block_id) == (0, 1, 2)  # the lowest ids first
+    pool.cache(a, b"ha")
+    pool.cache(c, b"hc")
+    pool.release([c, b, a])
+    assert pool.num_free_blocks == 5
+    taken = pool.allocate(5)
+    # b (already written, caching nothing), never-used 3 and 4, then the cached blocks
+    # least recently freed first, their prefixes evicted only then
+    assert [t.block_id for t in taken] == [1, 3, 4, 2, 0]
+    assert pool.lookup(b"ha") is None and pool.lookup(b"hc") is None
+    pool.release(taken)
+    assert pool.num_free_blocks == 5
+
+
+def test_reset_prefix_cache_frees_blocks_first():
+    pool = BlockPool(3, enable_caching=True)
+    (a,) = pool.allocate(1)
+    pool.cache(a, b"h")
+    pool.release([a])
+    assert pool.allocate(1)[0].block_id == 1  # never-used before cached
+    pool.release([pool.blocks[1]])
+    assert pool.reset_prefix_cache()
+    assert [t.block_id for t in pool.allocate(3)] == [1, 0, 2]

@@ -1,8 +1,10 @@
 """The pool of KV cache blocks: allocation, reference counts and the prefix cache.
 
 A block with no users stays in the free queue but keeps its hash, so a later request
-with the same prefix can take it back (a cache hit). Allocation takes blocks from the
-front of the queue (least recently freed first), evicting their cached contents.
+with the same prefix can take it back (a cache hit). Allocation takes freed blocks that
+hold no cached prefix first (already written: on the host their pages are in memory),
+then blocks never used, then cached blocks from the front of the queue (least recently
+freed first), evicting their cached contents.
 """
 
 from __future__ import annotations
@@ -40,7 +42,12 @@ class BlockPool:
             raise ValueError(f"KV cache needs at least one block, got {num_blocks}")
         self.blocks = [KVBlock(i) for i in range(num_blocks)]
         self.enable_caching = enable_caching
-        self._free: OrderedDict[int, None] = OrderedDict((i, None) for i in range(num_blocks))
+        self._plain: OrderedDict[int, None] = OrderedDict()
+        """Freed blocks without a hash: nothing to lose by taking them."""
+        self._never_used = list(range(num_blocks - 1, -1, -1))
+        """Blocks no request has had yet, the lowest id last (taken first)."""
+        self._free: OrderedDict[int, None] = OrderedDict()
+        """Freed blocks holding a cached prefix, least recently freed first."""
         self._cached: dict[bytes, KVBlock] = {}
 
     @property
@@ -49,7 +56,7 @@ class BlockPool:
 
     @property
     def num_free_blocks(self) -> int:
-        return len(self._free)
+        return len(self._plain) + len(self._never_used) + len(self._free)
 
     @property
     def usage(self) -> float:
@@ -61,29 +68,37 @@ class BlockPool:
 
     def allocate(self, count: int) -> list[KVBlock]:
         """Take `count` free blocks (evicting cached contents, oldest first)."""
-        if count > len(self._free):
-            raise RuntimeError(f"asked for {count} blocks, {len(self._free)} free")
+        if count > self.num_free_blocks:
+            raise RuntimeError(f"asked for {count} blocks, {self.num_free_blocks} free")
         taken = []
         for _ in range(count):
-            block = self.blocks[self._free.popitem(last=False)[0]]
+            block = self.blocks[self._take()]
             self._evict(block)
             block.ref_count = 1
             taken.append(block)
         return taken
 
+    def _take(self) -> int:
+        if self._plain:
+            return self._plain.popitem(last=False)[0]
+        if self._never_used:
+            return self._never_used.pop()
+        return self._free.popitem(last=False)[0]
+
     def acquire(self, blocks: Iterable[KVBlock]) -> None:
         """Add a user to blocks found in the cache or shared by a fork."""
         for block in blocks:
             if block.ref_count == 0:
-                del self._free[block.block_id]
+                del self._free[block.block_id]  # only cached blocks are found while free
             block.ref_count += 1
 
     def release(self, blocks: Iterable[KVBlock]) -> None:
-        """Drop a user; blocks nobody uses go to the back of the free queue."""
+        """Drop a user; blocks nobody uses go to the back of their free queue."""
         for block in blocks:
             block.ref_count -= 1
             if block.ref_count == 0:
-                self._free[block.block_id] = None
+                queue = self._plain if block.block_hash is None else self._free
+                queue[block.block_id] = None
 
     def cache(self, block: KVBlock, block_hash: bytes) -> None:
         """Record a full block's hash so later requests with this prefix can reuse it."""
@@ -104,4 +119,6 @@ class BlockPool:
             return False
         for block in self.blocks:
             self._evict(block)
+        self._plain.update(self._free)
+        self._free.clear()
         return True
