@@ -15,11 +15,8 @@ import random
 import time
 
 from pagoda import LLM, SamplingParams
+from pagoda.bench.memory import resident_bytes
 from pagoda.model_source import resolve_model
-
-
-def resident_mib() -> float:
-    return int(open("/proc/self/statm").read().split()[1]) * 4096 / 2**20
 
 
 def main() -> None:
@@ -39,8 +36,9 @@ def main() -> None:
         start = time.perf_counter()
         llm.generate(prompts, params, use_tqdm=False)
         rate = args.prompts * 128 / (time.perf_counter() - start)
-        print(f"run {run + 1}: {rate:.1f} out tok/s, "
-              f"resident {resident_mib():.0f} MiB", flush=True)
+        resident = resident_bytes() or 0
+        print(f"run {run + 1}: {rate:.1f} out tok/s, resident {resident / 2**20:.0f} MiB",
+              flush=True)
 
 
 if __name__ == "__main__":
