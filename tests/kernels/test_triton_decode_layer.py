@@ -1,9 +1,9 @@
 """The shared Triton kernels' fused decode layer (`pagoda.kernels.triton.decode_layer`, the
 CUDA platform's `fuse_decode_layer`) drives a real model: a tiny Llama's greedy tokens and
 logprobs, one sequence at a time, are the same bit for bit with its layers fused (with
-and without the norms) and op by op, with dense float32 weights and with FP8 and INT4 weights quantized at load (here on
-the CPU in Triton's interpreter, the kernels registered as the CPU's providers; on a GPU,
-tests/platforms/cuda runs the CUDA platform's own)."""
+and without the norms) and op by op, with dense float32 weights and with FP8 and INT4
+weights quantized at load (here on the CPU in Triton's interpreter, the kernels registered
+as the CPU's providers; on a GPU, tests/platforms/cuda runs the CUDA platform's own)."""
 
 from __future__ import annotations
 

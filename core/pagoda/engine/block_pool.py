@@ -46,7 +46,7 @@ class BlockPool:
         """Freed blocks without a hash: nothing to lose by taking them."""
         self._never_used = list(range(num_blocks - 1, -1, -1))
         """Blocks no request has had yet, the lowest id last (taken first)."""
-        self._free: OrderedDict[int, None] = OrderedDict()
+        self._cached_free: OrderedDict[int, None] = OrderedDict()
         """Freed blocks holding a cached prefix, least recently freed first."""
         self._cached: dict[bytes, KVBlock] = {}
 
@@ -56,7 +56,7 @@ class BlockPool:
 
     @property
     def num_free_blocks(self) -> int:
-        return len(self._plain) + len(self._never_used) + len(self._free)
+        return len(self._plain) + len(self._never_used) + len(self._cached_free)
 
     @property
     def usage(self) -> float:
@@ -83,13 +83,13 @@ class BlockPool:
             return self._plain.popitem(last=False)[0]
         if self._never_used:
             return self._never_used.pop()
-        return self._free.popitem(last=False)[0]
+        return self._cached_free.popitem(last=False)[0]
 
     def acquire(self, blocks: Iterable[KVBlock]) -> None:
         """Add a user to blocks found in the cache or shared by a fork."""
         for block in blocks:
             if block.ref_count == 0:
-                del self._free[block.block_id]  # only cached blocks are found while free
+                del self._cached_free[block.block_id]  # only cached blocks are found while free
             block.ref_count += 1
 
     def release(self, blocks: Iterable[KVBlock]) -> None:
@@ -97,7 +97,7 @@ class BlockPool:
         for block in blocks:
             block.ref_count -= 1
             if block.ref_count == 0:
-                queue = self._plain if block.block_hash is None else self._free
+                queue = self._plain if block.block_hash is None else self._cached_free
                 queue[block.block_id] = None
 
     def cache(self, block: KVBlock, block_hash: bytes) -> None:
@@ -119,6 +119,6 @@ class BlockPool:
             return False
         for block in self.blocks:
             self._evict(block)
-        self._plain.update(self._free)
-        self._free.clear()
+        self._plain.update(self._cached_free)
+        self._cached_free.clear()
         return True

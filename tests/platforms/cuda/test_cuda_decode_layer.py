@@ -75,4 +75,3 @@ def test_default_fuses_unquantized_layers(quantization: str | None, tmp_path: Pa
         assert all(isinstance(f, TritonDecodeLayer) and f.fuse_norms for f in fused)
     else:
         assert fused == [None, None]
-

@@ -51,8 +51,8 @@ def platform(monkeypatch: pytest.MonkeyPatch) -> CudaPlatform:
 
 @pytest.mark.parametrize(("mode", "fuse_norms"),
                          [(None, True), ("dense", True), ("1", True), ("rotary_silu", False)])
-def test_modes_that_fuse(platform: CudaPlatform, spec: DecodeLayerSpec, mode: str | None, fuse_norms: bool,
-                         monkeypatch: pytest.MonkeyPatch) -> None:
+def test_modes_that_fuse(platform: CudaPlatform, spec: DecodeLayerSpec, mode: str | None,
+                         fuse_norms: bool, monkeypatch: pytest.MonkeyPatch) -> None:
     if mode is None:
         monkeypatch.delenv(FUSE_DECODE_ENV, raising=False)
     else:
@@ -61,7 +61,8 @@ def test_modes_that_fuse(platform: CudaPlatform, spec: DecodeLayerSpec, mode: st
     assert isinstance(fused, TritonDecodeLayer) and fused.fuse_norms == fuse_norms
 
 
-def test_off_and_bad_values(platform: CudaPlatform, spec: DecodeLayerSpec, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_off_and_bad_values(platform: CudaPlatform, spec: DecodeLayerSpec,
+                            monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(FUSE_DECODE_ENV, "0")
     assert platform.fuse_decode_layer(spec) is None
     monkeypatch.setenv(FUSE_DECODE_ENV, "yes")

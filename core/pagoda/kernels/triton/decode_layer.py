@@ -4,14 +4,17 @@
 Op by op, a layer of a one-token step runs eight kernels besides its attention: RMSNorm
 (with the residual add), qkv, rotary, o, add + RMSNorm, gate_up, SiLU-and-mul, down. Here
 the one-row matmuls compute their own inputs (`row_input.RowInput`): the qkv and gate_up
-kernels the residual add and RMSNorm before them, the down kernel the SiLU-and-mul; and
-the qkv kernel rotates the query and key heads it outputs (`row_rotary.RowRotary`, where
-its tiles allow; else the rotary kernel runs), so a layer runs qkv, o, gate_up and down.
-Each matmul is the kernel its op would have run for one row (`gemv.linear`,
-`fp8_linear`'s row kernel, `woq_linear`'s gemv) with the same tiles, and each fused op is
-computed as its own kernel computes it, so the layer's results are the op-by-op ones. A layer is fused only where every op the
-spec names is the platform's launcher of these kernels (so nothing else would have run)
-and every linear has a one-row kernel here.
+kernels the residual add and RMSNorm before them (unless `fuse_norms` is off: then the
+norm kernels run), the down kernel the SiLU-and-mul; and the qkv kernel rotates the query
+and key heads it outputs (`row_rotary.RowRotary`, where its tiles allow; else the rotary
+kernel runs), so a layer runs qkv, o, gate_up and down. Each matmul is the kernel its op
+would have run for one row (`gemv.linear`, `fp8_linear`'s row kernel, `woq_linear`'s
+gemv) with the same tiles, and each fused op is computed as its own kernel computes it,
+so the layer's results are the op-by-op ones (bit for bit in Triton's interpreter; on a
+GPU to float32's rounding, the compiled kernels ordering their sums by their own
+layouts). A layer is fused only where every op the spec names is the platform's launcher
+of these kernels (so nothing else would have run) and every linear has a one-row kernel
+here.
 """
 
 from __future__ import annotations
