@@ -1,4 +1,4 @@
-"""Device graph capture as a platform provides it (CUDA and HIP graphs, HPU graphs, ...)."""
+"""Device graph capture as a platform provides it, through its torch device module."""
 
 from __future__ import annotations
 
@@ -28,13 +28,14 @@ GRAPH_API = ("graph", "graph_pool_handle")
 
 
 def has_graph_api(device_module: ModuleType, graph_class: str) -> bool:
-    """Whether `device_module` (e.g. torch.xpu) can record graphs with `graph_class`."""
+    """Whether `device_module` (the platform's torch device module) can record graphs with
+    `graph_class`."""
     return all(hasattr(device_module, name) for name in (graph_class, *GRAPH_API))
 
 
 class TorchGraphCapture:
-    """Graphs through a torch device module's graph API: `graph_class` (e.g. torch.cuda's
-    "CUDAGraph", which HIP builds of torch map onto hipGraph) recorded under
+    """Graphs through a torch device module's graph API: `graph_class` (the platform's
+    `Platform.graph_class`, a class of that module) recorded under
     `device_module.graph(graph, pool=pool)`."""
 
     def __init__(self, device_module: ModuleType, graph_class: str) -> None:
