@@ -8,14 +8,14 @@ request's outputs reach its consumer through a queue on the consumer's own loop.
 A request may have a time limit (`timeout`): past it, it is aborted in its core (its blocks
 freed) and its consumer gets RequestTimeoutError. With `restart_engine`, a core that dies
 fails only its own requests, with the retryable EngineRestartingError, and a new core of
-the same config takes its place (`pagoda.frontend.restarts` bounds how often).
+the same config takes its place; `pagoda.frontend.core_supervisor` decides what a core's
+death does, and whether the engine takes new requests meanwhile.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 import threading
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -30,6 +30,7 @@ from pagoda.frontend.core_client import (
     EngineStartupError,
     RequestTimeoutError,
 )
+from pagoda.frontend.core_supervisor import CoreSupervisor
 from pagoda.frontend.engine_cores import EngineCores, combined_stats
 from pagoda.frontend.input_processor import ProcessedPrompt
 from pagoda.frontend.model_frontend import ModelFrontend
@@ -45,8 +46,6 @@ from pagoda.sampling_params import SamplingParams
 
 __all__ = ["AsyncLLM", "EngineDeadError", "EngineOverloadedError", "EngineRestartingError",
            "EngineStartupError", "RequestCounters", "RequestTimeoutError"]
-
-logger = logging.getLogger(__name__)
 
 _NO_STATS = EngineStats(0, 0, 0.0, 0, 0, 0)
 
@@ -75,17 +74,18 @@ class AsyncLLM:
         self._output_processor = OutputProcessor(self.tokenizer)
         self._counters = RequestCounters()
         self._last_stats = [_NO_STATS] * config.parallel.data_parallel_size
-        self._dead_reason: str | None = None
-        self._restarts = ((restart_budget or RestartBudget()) if restart_engine else None)
-        """None: a dead core ends the engine."""
-        self._closing = False
+        self._supervisor = CoreSupervisor(
+            self._lock, (restart_budget or RestartBudget()) if restart_engine else None,
+            core_down=self._core_down, engine_dead=self._engine_dead,
+            core_replaced=self._core_replaced)
         sched = config.scheduler
         self._max_requests = (None if sched.max_waiting_requests is None else
                               (sched.max_num_seqs + sched.max_waiting_requests)
                               * config.parallel.data_parallel_size)
         """Most requests in the engine at once (running and waiting), or None."""
         self._cores = EngineCores(config, self.frontend.source, self._on_outputs,
-                                  self._on_death, self.tokenizer)
+                                  self._supervisor.on_death, self.tokenizer)
+        self._supervisor.watch(self._cores)
         self.info: dict[str, Any] = self._cores.info
         self.frontend.set_model_facts(self.info["vocab_size"], self.info["eos_token_id"],
                                       self.info["lora_base_shapes"])
@@ -142,7 +142,7 @@ class AsyncLLM:
         EngineDeadError (EngineRestartingError when a new one is starting); after
         `timeout` seconds, aborts it and raises RequestTimeoutError."""
         expiry = self._expiry(timeout)
-        self._raise_if_dead()
+        self._supervisor.raise_if_unavailable()
         processed = (prompt if isinstance(prompt, ProcessedPrompt)
                      else self._input_processor.tokenize(prompt))
         request = self._input_processor.make_pooling_request(request_id, processed, params,
@@ -226,41 +226,33 @@ class AsyncLLM:
     def errored(self) -> bool:
         """True once the engine is dead for good (a core died and is not restarted, or
         the engine was shut down)."""
-        return self._dead_reason is not None
+        return self._supervisor.errored
 
     @property
     def is_healthy(self) -> bool:
         """True while the engine takes new requests: alive, and not every core down."""
-        return self.unavailable() is None
+        return self._supervisor.unavailable() is None
 
     @property
     def dead_reason(self) -> str | None:
-        return self._dead_reason
+        """Why the engine is dead (the first reason given), or None while it is not."""
+        return self._supervisor.dead_reason
 
     @property
     def restarting_cores(self) -> list[int]:
         """The cores that died and are being replaced (`restart_engine`)."""
-        with self._lock:
-            return sorted(self._cores.down)
+        return self._supervisor.restarting_cores
 
     def unavailable(self) -> EngineDeadError | None:
         """Why a new request would be refused now: EngineDeadError (the engine is dead),
         EngineRestartingError (every core is down, a new one starting); None: it would
         be taken."""
-        if self._dead_reason is not None:
-            return EngineDeadError(self._dead_reason)
-        down = self._cores.down
-        if down and len(down) == len(self._cores.clients):
-            return EngineRestartingError(
-                f"the engine core died and a new one is starting (core"
-                f"{'s' * (len(down) > 1)} {', '.join(map(str, sorted(down)))}): retry shortly")
-        return None
+        return self._supervisor.unavailable()
 
     def shutdown(self) -> None:
         """Stop the cores; requests in flight raise EngineDeadError. Idempotent, and run
         at interpreter exit."""
-        self._closing = True
-        self._cores.shutdown()
+        self._supervisor.shutdown()
 
     async def add_lora_adapter(self, lora: LoRARequest) -> None:
         """Check `lora` (ValueError naming what is wrong, or that LoRA is off) and have the
@@ -289,7 +281,7 @@ class AsyncLLM:
 
     def _add_request(self, prompt: PromptInput, params: SamplingParams, request_id: str,
                      priority: int, lora_request: LoRARequest | None = None) -> Stream:
-        self._raise_if_dead()
+        self._supervisor.raise_if_unavailable()
         processed = self._input_processor.tokenize(prompt)
         requests = self._input_processor.make_requests(request_id, processed, params, priority,
                                                        lora_request=lora_request)
@@ -301,7 +293,7 @@ class AsyncLLM:
         """Send a request's core requests and `track` it in the output processor."""
         stream = Stream(asyncio.get_running_loop())
         with self._lock:
-            self._raise_if_dead()
+            self._supervisor.raise_if_unavailable()
             if request_id in self._streams:
                 raise ValueError(f"request id {request_id!r} is already in use")
             if self._max_requests is not None and len(self._streams) >= self._max_requests:
@@ -312,9 +304,7 @@ class AsyncLLM:
             try:
                 self._cores.add(request_id, requests)
             except EngineDeadError as exc:  # the core died a moment ago: say so as it will
-                raise (exc if self._restarts is None or self._closing else
-                       EngineRestartingError(f"{exc}; a new engine core is starting: "
-                                             f"retry shortly")) from None
+                raise self._supervisor.send_failed(exc) from None
             track()
             self._streams[request_id] = stream
         return stream
@@ -361,7 +351,7 @@ class AsyncLLM:
         """Reader thread of `core`: detokenize, apply stop strings, hand outputs to their
         streams."""
         with self._lock:
-            if self._dead_reason is not None:
+            if self._supervisor.errored:
                 return  # another core died: every stream has its error already
             self._last_stats[core] = message.stats
             self._counters.generation_tokens += sum(len(o.new_token_ids)
@@ -387,51 +377,14 @@ class AsyncLLM:
             with contextlib.suppress(RuntimeError):
                 loop.call_soon_threadsafe(deliver_all, items)
 
-    def _on_death(self, core: int, reason: str) -> None:
-        """Reader thread (or shutdown) of `core`: fail the requests in flight. Without
-        restarts (or past their budget), the engine is dead: every request fails, the first
-        core to go gives the reason. With them, only `core`'s requests fail (retryably),
-        and a new core starts in its place."""
-        with self._lock:
-            cores = getattr(self, "_cores", None)
-            if cores is None:
-                return  # a core failing to start: the constructor raises its error
-            if core in cores.down:
-                return  # a successor failing to start: the restart reports it
-            restart = (self._dead_reason is None and self._restarts is not None
-                       and not self._closing and self._restarts.take())
-            if restart:
-                self._counters.core_restarts += 1
-                self._cores.down.add(core)
-                self._last_stats[core] = _NO_STATS
-                streams = self._drop_requests_of(core)
-        if not restart:
-            if self._restarts is not None and not self._closing:
-                reason += f"; not restarted: {self._restarts.describe()} were made"
-            self._die(reason)
-            return
-        logger.warning("engine core %d: %s; starting a new one", core, reason)
-        threading.Thread(target=self._restart, args=(core, reason), daemon=True,
-                         name=f"pagoda-core-restart-{core}").start()
-        error = EngineRestartingError(f"{reason}; a new engine core is starting: retry "
-                                      f"shortly")
-        for stream in streams:
-            stream.put(error)
+    # ---- the supervisor's callbacks (lock held) ---------------------------------------
 
-    def _die(self, reason: str) -> None:
-        """The engine is dead for good: every request in flight fails, and every later one
-        (the first reason given is kept)."""
-        with self._lock:
-            if self._dead_reason is None:
-                self._dead_reason = reason
-            reason = self._dead_reason
-            streams, self._streams = self._streams, {}
-        for stream in streams.values():
-            stream.put(EngineDeadError(reason))
-
-    def _drop_requests_of(self, core: int) -> list[Stream]:
-        """Forget `core`'s requests (lock held): their streams, their state in the output
-        processor, their load; they are counted as aborted."""
+    def _core_down(self, core: int) -> list[Stream]:
+        """`core` died and a new one is starting: count the restart, forget the core's
+        stats and its requests (their streams, their state in the output processor, their
+        load; counted as aborted). Returns their streams."""
+        self._counters.core_restarts += 1
+        self._last_stats[core] = _NO_STATS
         streams = []
         for request_id in self._cores.requests_of(core):
             stream = self._streams.pop(request_id, None)
@@ -439,6 +392,15 @@ class AsyncLLM:
             if stream is not None:
                 streams.append(stream)
         return streams
+
+    def _engine_dead(self) -> list[Stream]:
+        """The engine is dead: hand over every request's stream."""
+        streams, self._streams = self._streams, {}
+        return list(streams.values())
+
+    def _core_replaced(self, core: int) -> None:
+        """A new core serves as `core`: it has no step's snapshot yet."""
+        self._last_stats[core] = _NO_STATS
 
     def _forget(self, request_id: str) -> Output | None:
         """Drop an aborted request's output state and its core's load (lock held), counting
@@ -448,22 +410,3 @@ class AsyncLLM:
         if final is not None:
             self._counters.count_finished(final)
         return final
-
-    def _restart(self, core: int, reason: str) -> None:
-        """A thread of its own: start a new core in place of `core` and put it in service;
-        if it fails to start, the engine is dead."""
-        try:
-            client = self._cores.restart(core)
-        except Exception as exc:
-            self._die("the engine core was shut down" if self._closing
-                      else f"{reason}; its restart failed: {exc}")
-            return
-        with self._lock:
-            self._cores.replace(core, client)
-            self._last_stats[core] = _NO_STATS
-        logger.warning("engine core %d is serving again (pid %s)", core, client.pid)
-
-    def _raise_if_dead(self) -> None:
-        error = self.unavailable()
-        if error is not None:
-            raise error
