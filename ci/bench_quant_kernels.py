@@ -43,6 +43,7 @@ from pagoda.kernels.triton.gemv import num_k_splits  # noqa: E402
 from pagoda.kernels.triton.quant_prims import quantize_activations, scale_rows  # noqa: E402
 from pagoda.kernels.triton.row_gemv import fp8_row_gemv  # noqa: E402
 from pagoda.kernels.triton.scaled_gemm import QGemvPlan, qgemm, qgemv  # noqa: E402
+from pagoda.kernels.triton.woq_dot import DOT_MAX_ROWS, WoqDotPlan, woq_dot  # noqa: E402
 from pagoda.kernels.triton.woq_gemm import woq_gemm, woq_gemv  # noqa: E402
 from pagoda.ops import quant_reference  # noqa: E402
 from pagoda.quant.rtn import fp8_weight, group_weight, int8_weight  # noqa: E402
@@ -125,6 +126,11 @@ warps, 3 stages): its (8, 1024) plan takes 236 registers a thread on sm_90, two 
 SM, about 24 KB of weight in flight an SM where 4.2 TB/s needs about 32 KB."""
 
 
+WOQ_DOT_LAUNCHES = ((64, 2, 4, 4), (128, 2, 8, 3), (128, 1, 8, 4))
+"""(weight rows, groups a step, warps, stages) of the tensor-core INT4 kernel
+(`woq_dot`), K split as its plan splits."""
+
+
 def _row_plans(n: int, k: int, units: int) -> list[GemvTiles]:
     return [GemvTiles(bn, bk, num_k_splits(triton.cdiv(n, bn), k, units))
             for bn, bk in ROW_TILES if bk <= k]
@@ -155,6 +161,11 @@ def paths(op: str, m: int, n: int, k: int, units: int) -> dict[str, Callable[...
                 plan = GemvTiles(bn, bk, num_k_splits(triton.cdiv(n, bn), k, units), warps,
                                  stages)
                 found[f"gemv fma {plan.label}"] = _woq(woq_gemv, plan)
+        if m <= DOT_MAX_ROWS:
+            for bn, steps, warps, stages in WOQ_DOT_LAUNCHES:
+                plan = WoqDotPlan(bn, steps, num_k_splits(triton.cdiv(n, bn), k, units), warps,
+                                  stages)
+                found[f"dot {plan.label}"] = _woq(woq_dot, plan)
         found["triton gemm"] = _woq(woq_gemm)
         return found
     found["auto"] = ql.int8_linear if op == "int8" else ql.fp8_linear

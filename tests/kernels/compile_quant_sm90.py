@@ -18,6 +18,7 @@ from triton.compiler import ASTSource
 from pagoda.kernels.triton.quant_prims import _act_quant_kernel, _scale_rows_kernel
 from pagoda.kernels.triton.row_gemv import _fp8_row_gemv_kernel
 from pagoda.kernels.triton.scaled_gemm import _qgemm_kernel, _qgemv_kernel
+from pagoda.kernels.triton.woq_dot import _woq_dot_kernel
 from pagoda.kernels.triton.woq_gemm import _woq_gemm_kernel, _woq_gemv_kernel
 
 TARGET = GPUTarget("cuda", 90, 32)
@@ -65,6 +66,13 @@ def _row(**overrides: Any) -> dict[str, Any]:
 def _woq_gemm(dot: Any, **overrides: Any) -> dict[str, Any]:
     consts = dict(BITS=4, GROUP=128, BLOCK_M=128, BLOCK_N=128, BLOCK_K=128, GROUP_M=8,
                   DOT_DTYPE=dot, HAS_BIAS=True)
+    consts.update(overrides)
+    return consts
+
+
+def _woq_dot(**overrides: Any) -> dict[str, Any]:
+    consts = dict(MAGIC_VALUE=128.0, GROUP=128, BLOCK_N=128, GROUPS_PER_STEP=1,
+                  HAS_BIAS=False, NUM_SPLITS=1, STAGES=4, DOT_DTYPE=tl.bfloat16)
     consts.update(overrides)
     return consts
 
@@ -117,6 +125,12 @@ VARIANTS: list[tuple[str, Any, dict[str, Any], dict[str, str], int]] = [
      _woq(GROUP=32, BLOCK_M=8, BLOCK_K=128, NUM_SPLITS=4, HAS_BIAS=True), WOQ, 4),
     ("woq gemv int8 g32 fp32 scales", _woq_gemv_kernel, _woq(BITS=8, GROUP=32, BLOCK_K=512),
      {**WOQ, "s_ptr": "*fp32", "o_ptr": "*fp32"}, 4),
+    ("woq dot int4 g128 bf16", _woq_dot_kernel, _woq_dot(), {**WOQ, "x_ptr": "*bf16"}, 4),
+    ("woq dot int4 g32 fp16 3 groups a step, split, bias", _woq_dot_kernel,
+     _woq_dot(MAGIC_VALUE=1024.0, GROUP=32, BLOCK_N=64, GROUPS_PER_STEP=3, NUM_SPLITS=4,
+              HAS_BIAS=True, DOT_DTYPE=tl.float16),
+     {**WOQ, "x_ptr": "*fp16", "out_ptr": "*fp16", "bias_ptr": "*fp16", "s_ptr": "*fp16",
+      "o_ptr": "*fp16"}, 4),
     ("row gemv fp8 dynamic", _fp8_row_gemv_kernel,
      _row(STATIC=False, EVEN_K=True), FP8, 4),
     ("row gemv fp8 dynamic, add + rms_norm before, rotary after", _fp8_row_gemv_kernel,

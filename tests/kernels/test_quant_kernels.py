@@ -23,6 +23,7 @@ from pagoda.kernels.triton.common import GemvTiles  # noqa: E402
 from pagoda.kernels.triton.quant_prims import pack_codes, quantize_activations  # noqa: E402
 from pagoda.kernels.triton.row_gemv import fp8_row_gemv  # noqa: E402
 from pagoda.kernels.triton.scaled_gemm import QGemmPlan, QGemvPlan, qgemm, qgemv  # noqa: E402
+from pagoda.kernels.triton.woq_dot import WoqDotPlan, woq_dot, woq_dot_supports  # noqa: E402
 from pagoda.kernels.triton.woq_gemm import (  # noqa: E402
     PackedGroupWeight,
     WoqGemmPlan,
@@ -212,6 +213,37 @@ def test_every_woq_path(fmt: tuple[int, int, bool], rows: int, device: str) -> N
         plan = WoqGemmPlan(16, 32, max(group, 64))
         got = woq_gemm(torch.empty_like(want, device=device), xd, packed, bias, plan)
         _close("woq_linear", got, ref.woq_linear(x, weight, b if bias is not None else None))
+
+
+WOQ_DOT_PLANS = (WoqDotPlan(16, 1), WoqDotPlan(32, 2, num_splits=2), WoqDotPlan(64, 3))
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=dtype_name)
+@pytest.mark.parametrize("group", [32, 128])
+@pytest.mark.parametrize("rows", [1, 5, 16])
+def test_every_woq_dot_path(dtype: torch.dtype, group: int, rows: int, device: str) -> None:
+    """The tensor-core kernel of 4-bit codes: N = 37 (a partial row tile), K = 384 (a step
+    of 3 groups of 128 covers K once, one of 2 has a group past the end), with and without
+    bias, asymmetric and symmetric codes (offsets of either sign)."""
+    x, w, b = _operands(rows + group, rows, 37, 384, dtype)
+    for symmetric in (False, True):
+        weight = group_weight(w, 4, group, symmetric)
+        packed = _on(ql.prepare_woq(weight), device)
+        assert woq_dot_supports(x.to(device), packed)
+        for plan, bias in zip(WOQ_DOT_PLANS, (b, None, b), strict=True):
+            got = woq_dot(torch.empty(rows, 37, dtype=dtype, device=device), x.to(device),
+                          packed, bias if bias is None else bias.to(device), plan)
+            _close("woq_linear", got, ref.woq_linear(x, weight, bias))
+
+
+def test_woq_dot_takes_what_its_sums_are_exact_for() -> None:
+    """4-bit codes (a 16-bit float holds M + code exactly), 16-bit x, up to 16 rows."""
+    w = _on(ql.prepare_woq(group_weight(torch.randn(16, 64), 4, 32)), "cpu")
+    x = torch.randn(16, 64, dtype=torch.bfloat16)
+    assert woq_dot_supports(x, w)
+    assert not woq_dot_supports(x.float(), w)
+    assert not woq_dot_supports(torch.cat([x, x[:1]]), w)
+    assert not woq_dot_supports(x, ql.prepare_woq(group_weight(torch.randn(16, 64), 8, 32)))
 
 
 def test_batched_strided_and_empty_inputs(device: str) -> None:

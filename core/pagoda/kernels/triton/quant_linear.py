@@ -15,6 +15,10 @@ int8_linear (int8 weights and activations, exact int32 sums):
                        beat torch._int_mm + a scaling epilogue by 1.6-1.8x at M = 1024
                        on every 8B shape, ci/bench_quant_kernels.py)
 woq_linear (4- or 8-bit codes per group, x as it is):
+  M <= DOT_MIN_ROWS - 1 `_woq_gemv_kernel`
+  M <= DOT_MAX_ROWS    4-bit codes, 16-bit x: `woq_dot._woq_dot_kernel` (tensor cores; on
+                       the H100 1.1-2x faster than the gemv from 3-4 rows on and than the
+                       gemm up to 16, slower than the gemv at 1-2 rows)
   M <= WOQ_GEMV_ROWS   `_woq_gemv_kernel`, else `_woq_gemm_kernel`
 
 Outputs are in x's type; the arithmetic in float32 (int32 for int8 products). `launch`:
@@ -33,6 +37,7 @@ from pagoda.kernels.triton.launch import DEFAULT_LAUNCH, TritonLaunch
 from pagoda.kernels.triton.quant_prims import quantize_activations
 from pagoda.kernels.triton.row_gemv import fp8_ok_for_row, fp8_row_gemv
 from pagoda.kernels.triton.scaled_gemm import FUSED_MAX_ROWS, GEMV_MAX_ROWS, qgemm, qgemv
+from pagoda.kernels.triton.woq_dot import DOT_MAX_ROWS, woq_dot, woq_dot_supports
 from pagoda.kernels.triton.woq_gemm import GEMV_MAX_ROWS as WOQ_GEMV_ROWS
 from pagoda.kernels.triton.woq_gemm import PackedGroupWeight, pack, woq_gemm, woq_gemv
 from pagoda.quant.tensors import Fp8Weight, GroupQuantWeight, Int8Weight
@@ -42,6 +47,9 @@ SCALED_MM_DTYPES = (torch.bfloat16,)
 """Model types torch._scaled_mm serves with row-wise scales (its output is bfloat16)."""
 MAX_BLOCK_K = 256
 WOQ_GROUPS = (16, 32, 64, 128, 256)
+DOT_MIN_ROWS = 3
+"""Fewest rows `woq_linear` gives the tensor-core kernel (ci/bench_quant_kernels.py, H100:
+at 2 rows the gemv took 130 us a layer of the 8B shapes against 149, at 4 rows 168)."""
 
 
 ScaledWeight = Fp8Weight | Int8Weight
@@ -152,7 +160,10 @@ def woq_linear(x: torch.Tensor, weight: PackedGroupWeight, bias: torch.Tensor | 
     out, out2 = _out(x, n)
     if (done := _empty_case(x2, out, out2, bias)) is not None:
         return done
-    if x2.shape[0] <= WOQ_GEMV_ROWS:
+    m = x2.shape[0]
+    if DOT_MIN_ROWS <= m <= DOT_MAX_ROWS and woq_dot_supports(x2, weight):
+        woq_dot(out2, x2, weight, bias, launch=launch)
+    elif m <= WOQ_GEMV_ROWS:
         woq_gemv(out2, x2, weight, bias, launch=launch)
     else:
         woq_gemm(out2, x2, weight, bias)

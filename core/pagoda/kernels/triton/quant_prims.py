@@ -12,9 +12,10 @@ with the float32 trick (v + 1.5 * 2**23) - 1.5 * 2**23, exact for |v| < 2**22.
 Packed codes. A `bits`-bit weight's codes travel as int32 words of PACK = 32 // bits codes,
 consecutive along K. Code f of a word (k = PACK * word + f) sits in bit field
 bitrev(f) (the log2(PACK)-bit reversal of f): the order `unpack_codes` builds with nested
-`tl.join`s, which keep every word's codes in the thread that loaded it. Codes convert to
-float32 by OR-ing them into the mantissa of 2**23 and subtracting 2**23 (exact, and cheaper
-than an integer-to-float conversion).
+`tl.join`s, which keep every word's codes in the thread that loaded it. A code becomes a
+float32 without a conversion instruction: shifted to a fixed bit of 1.0's mantissa and
+OR-ed into it, it reads as 1 + code * 2**-B, and the kernels fold the 1 and the 2**B into
+each group's scale and offset (`unpack_biased`).
 """
 
 from __future__ import annotations
@@ -27,7 +28,6 @@ from pagoda.kernels.triton.common import interpreted, pow2
 from pagoda.quant.tensors import MIN_SCALE
 
 ROUND_MAGIC = 12582912.0  # 1.5 * 2**23
-CODE_MAGIC = 0x4B000000  # the bits of 2**23 as float32
 MIN_SCALE_C = tl.constexpr(MIN_SCALE)
 """Smallest activation scale, times QMAX: what the references clamp amax to."""
 QUANT_BLOCK = 1024
@@ -63,25 +63,42 @@ def round_int8(v):
 
 
 @triton.jit
-def _code(words, shift: tl.constexpr, MASK: tl.constexpr):
-    """The bit field at `shift` of every word, as float32."""
-    return (((words >> shift) & MASK) | 0x4B000000).to(tl.float32, bitcast=True) - 8388608.0
+def _biased(words, field: tl.constexpr, AT: tl.constexpr, MASK: tl.constexpr):
+    """The bit field at `field` of every word moved to mantissa bit AT of 1.0 (one shift
+    and one logical op; none for the field already there): 1 + code * 2**(AT - 23)."""
+    if field == AT:
+        t = words & (MASK << AT)
+    elif field < AT:
+        t = (words << (AT - field)) & (MASK << AT)
+    else:
+        t = (words >> (field - AT)) & (MASK << AT)
+    return (t | 0x3F800000).to(tl.float32, bitcast=True)
 
 
 @triton.jit
-def unpack_codes(words, BITS: tl.constexpr):
-    """int32 words [R, W] -> float32 codes [R, W * 32 // BITS], in K order (see the module
-    docstring for the bit layout)."""
+def biased_unit(BITS: tl.constexpr):
+    """2**B of `unpack_biased`'s 1 + code * 2**-B: 128 for 4-bit codes, 256 for 8-bit."""
+    return 128.0 if BITS == 4 else 256.0
+
+
+@triton.jit
+def unpack_biased(words, BITS: tl.constexpr):
+    """int32 words [R, W] -> 1 + code / `biased_unit(BITS)`, float32 [R, W * 32 // BITS], in
+    K order: the codes of kernels that scale them anyway and fold the 1 and the unit into
+    the scale and offset (`woq_gemm._dequantize`). A code sits high in the mantissa (from
+    bit 16, or 15 for 8 bits), so the folded offset o - unit * s loses at most 2**-24 of
+    ~unit scales: far below a code's step."""
     MASK: tl.constexpr = (1 << BITS) - 1
+    AT: tl.constexpr = 16 if BITS == 4 else 15  # 2**(23 - AT) == biased_unit(BITS)
     if BITS == 4:
         t = tl.join(
-            tl.join(tl.join(_code(words, 0, MASK), _code(words, 4, MASK)),
-                    tl.join(_code(words, 8, MASK), _code(words, 12, MASK))),
-            tl.join(tl.join(_code(words, 16, MASK), _code(words, 20, MASK)),
-                    tl.join(_code(words, 24, MASK), _code(words, 28, MASK))))
+            tl.join(tl.join(_biased(words, 0, AT, MASK), _biased(words, 4, AT, MASK)),
+                    tl.join(_biased(words, 8, AT, MASK), _biased(words, 12, AT, MASK))),
+            tl.join(tl.join(_biased(words, 16, AT, MASK), _biased(words, 20, AT, MASK)),
+                    tl.join(_biased(words, 24, AT, MASK), _biased(words, 28, AT, MASK))))
     else:
-        t = tl.join(tl.join(_code(words, 0, MASK), _code(words, 8, MASK)),
-                    tl.join(_code(words, 16, MASK), _code(words, 24, MASK)))
+        t = tl.join(tl.join(_biased(words, 0, AT, MASK), _biased(words, 8, AT, MASK)),
+                    tl.join(_biased(words, 16, AT, MASK), _biased(words, 24, AT, MASK)))
     return tl.reshape(t, (words.shape[0], words.shape[1] * (32 // BITS)))
 
 

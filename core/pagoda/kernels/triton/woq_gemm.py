@@ -37,7 +37,7 @@ from pagoda.kernels.triton.common import (
 )
 from pagoda.kernels.triton.gemv import SUM_BLOCK, _sum_splits_kernel, num_k_splits
 from pagoda.kernels.triton.launch import DEFAULT_LAUNCH, TritonLaunch
-from pagoda.kernels.triton.quant_prims import pack_codes, unpack_codes
+from pagoda.kernels.triton.quant_prims import biased_unit, pack_codes, unpack_biased
 from pagoda.kernels.triton.row_input import PLAIN, RowInput, row_scale, row_values
 from pagoda.kernels.triton.row_rotary import (
     RowRotary,
@@ -99,10 +99,15 @@ def plan_woq_gemm(m: int, n: int, group: int) -> WoqGemmPlan:
 
 
 @triton.jit
-def _dequantize(codes, s, o, GROUP: tl.constexpr):
-    """float32 codes [R, C] -> codes * s + o, s and o [R, C / GROUP] (one a group)."""
+def _dequantize(words, s, o, BITS: tl.constexpr, GROUP: tl.constexpr):
+    """int32 words [R, W] -> float32 weights code * s + o [R, W * 32 // BITS], s and o
+    float32 [R, C / GROUP] (one a group): from biased codes v = 1 + code / u
+    (`unpack_biased`), w = v * (u s) + (o - u s), one multiply-add a weight."""
+    codes = unpack_biased(words, BITS)
     R: tl.constexpr = codes.shape[0]
     C: tl.constexpr = codes.shape[1]
+    s = s * biased_unit(BITS)
+    o = o - s
     if C == GROUP:
         w = codes * s + o
     else:
@@ -157,7 +162,7 @@ def _woq_gemv_kernel(
         words = tl.load(w_tile + word, mask=(word + j < hi)[None, :], other=0)
         s = tl.load(s_ptr + s_tile + start // GROUP, mask=g_ok, other=0.0).to(tl.float32)
         o = tl.load(o_ptr + s_tile + start // GROUP, mask=g_ok, other=0.0).to(tl.float32)
-        w = _dequantize(unpack_codes(words, BITS), s, o, GROUP)
+        w = _dequantize(words, s, o, BITS, GROUP)
         if INPUT != PLAIN:  # one row (BLOCK_M == 1): the op before computed here
             x = row_values(x_ptr, r_ptr, nw_ptr, start + k[None, :],
                            (start + k < hi * PACK)[None, :], inv_rms, K, INPUT, HAS_RESIDUAL)
@@ -212,7 +217,7 @@ def _woq_gemm_kernel(
         words = tl.load(w_tile + start // PACK, mask=(start + j * PACK < K)[None, :], other=0)
         s = tl.load(s_ptr + s_tile + start // GROUP, mask=g_ok, other=0.0).to(tl.float32)
         o = tl.load(o_ptr + s_tile + start // GROUP, mask=g_ok, other=0.0).to(tl.float32)
-        w = _dequantize(unpack_codes(words, BITS), s, o, GROUP)
+        w = _dequantize(words, s, o, BITS, GROUP)
         x = tl.load(x_tile + start, mask=(start + k < K)[None, :], other=0.0)
         acc = tl.dot(x.to(DOT_DTYPE), tl.trans(w.to(DOT_DTYPE)), acc, input_precision="ieee")
     if HAS_BIAS:
