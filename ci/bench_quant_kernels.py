@@ -8,7 +8,7 @@ Llama-3-8B's matmul shapes, on one GPU; prints a table, writes JSON.
 Every path of every op is timed where it applies: "auto" (what the provider runs for that
 many rows) and each kernel on its own (the one-row FP8 kernel's tiles (`row_gemv`), the Triton
 gemv's register and tl.dot paths, the Triton gemm, torch._scaled_mm and torch._int_mm after
-the activation-quantization kernel).
+the activation-quantization kernel), and for INT4 PyTorch's own kernel for reference.
 Times are CUDA-graph replays of at least CALLS launches cycling through enough copies of
 the weight to overflow L2 several times (so every launch streams its weight from HBM, as a
 model's layers do), median of REPLAYS, as ci/gemv_bench.py does. TB/s is weight bytes
@@ -120,7 +120,8 @@ on every 8B shape on the H200)."""
 
 
 WOQ_ROW_LAUNCHES = ((8, 512, 4, 5), (8, 512, 8, 4), (8, 1024, 8, 3), (16, 512, 8, 4),
-                    (4, 512, 4, 6), (8, 256, 4, 8))
+                    (4, 512, 4, 6), (8, 256, 4, 8), (8, 1024, 4, 5), (8, 1024, 4, 8),
+                    (16, 1024, 8, 4), (8, 2048, 8, 3))
 """(weight rows, K, warps, stages) of the one-row INT4 gemv tried beside the tiles above (4
 warps, 3 stages): its (8, 1024) plan takes 236 registers a thread on sm_90, two programs an
 SM, about 24 KB of weight in flight an SM where 4.2 TB/s needs about 32 KB."""
@@ -184,6 +185,33 @@ def paths(op: str, m: int, n: int, k: int, units: int) -> dict[str, Callable[...
     return found
 
 
+def tinygemm(canonical: Any) -> tuple[torch.Tensor, torch.Tensor]:
+    """PyTorch's own int4 kernel's operands (`torch.ops.aten._weight_int4pack_mm`, innerKTiles
+    8) for a 4-bit `GroupQuantWeight`: the packed codes and [groups, N, 2] bf16 scales and
+    zeros (w = (code - 8) * scale + zero, the zero rounded to bf16)."""
+    codes = canonical.codes.to(torch.int32)
+    packed = torch.ops.aten._convert_weight_to_int4pack(
+        ((codes[:, ::2] << 4) | codes[:, 1::2]).to(torch.uint8), 8)
+    s, o = canonical.scales.float(), canonical.offsets.float()
+    return packed, torch.stack([s, o + 8 * s], -1).transpose(0, 1).contiguous().bfloat16()
+
+
+def tinygemm_row(name: str, m: int, x: torch.Tensor, canonical: Any, want: torch.Tensor,
+                 flops: int, l2: int) -> dict[str, Any]:
+    """PyTorch's int4 kernel timed beside ours for reference (Pagoda does not serve it: it
+    needs its own copy of the weight and rounds each zero to bf16); its largest error,
+    relative to the largest output, goes in the path's label."""
+    packed, sz = tinygemm(canonical)
+    group = canonical.group_size
+    got = torch.ops.aten._weight_int4pack_mm(x, packed, group, sz).float()
+    err = ((got - want.float()).abs().max() / want.float().abs().max()).item()
+    seconds = graph_seconds(lambda w: torch.ops.aten._weight_int4pack_mm(x, w, group, sz),
+                            copies_of(packed, l2))
+    return {"shape": name, "rows": m, "op": "int4", "path": f"torch tinygemm (err {err:.0e})",
+            "flops": flops, "bytes": nbytes(packed) + nbytes(sz), "seconds": seconds,
+            "error": None}
+
+
 def weights(op: str, dense: torch.Tensor) -> tuple[Any, Any]:
     """(canonical weight, prepared weight) of `op` made from the dense bf16 weight."""
     if op == "int4":
@@ -220,6 +248,8 @@ def bench(name: str, m: int, ops: list[str], units: int, l2: int) -> list[dict[s
             except Exception as exc:  # report, keep going
                 row["error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:100]}"
             rows.append(row)
+        if op == "int4" and hasattr(torch.ops.aten, "_weight_int4pack_mm"):
+            rows.append(tinygemm_row(name, m, x, canonical, want, flops, l2))
         del canonical, prepared, copies, want
         torch.cuda.empty_cache()
     return rows
