@@ -127,8 +127,8 @@ def _scaled_linear(x: torch.Tensor, w: ScaledWeight, bias: torch.Tensor | None,
     if m <= GEMV_MAX_ROWS and not w.block:
         qgemv(out2, xq, xs, w.weight, w.scale, bias, x_mode=2)
     elif not int8 and not w.block and _scaled_mm_ok(x2, k, n):
-        out2.copy_(torch._scaled_mm(xq, w.weight.t(), scale_a=xs, scale_b=w.scale.view(1, n),
-                                    out_dtype=x.dtype))
+        torch._scaled_mm(xq, w.weight.t(), scale_a=xs, scale_b=w.scale.view(1, n),
+                         out_dtype=x.dtype, out=out2)
         if bias is not None:
             out2.add_(bias)
     else:
