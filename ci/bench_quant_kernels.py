@@ -43,7 +43,7 @@ from pagoda.kernels.triton.gemv import num_k_splits  # noqa: E402
 from pagoda.kernels.triton.quant_prims import quantize_activations, scale_rows  # noqa: E402
 from pagoda.kernels.triton.row_gemv import fp8_row_gemv  # noqa: E402
 from pagoda.kernels.triton.scaled_gemm import QGemvPlan, qgemm, qgemv  # noqa: E402
-from pagoda.kernels.triton.woq_dot import DOT_MAX_ROWS, WoqDotPlan, woq_dot  # noqa: E402
+from pagoda.kernels.triton.woq_dot import DOT_MAX_ROWS, woq_dot  # noqa: E402
 from pagoda.kernels.triton.woq_gemm import woq_gemm, woq_gemv  # noqa: E402
 from pagoda.ops import quant_reference  # noqa: E402
 from pagoda.quant.rtn import fp8_weight, group_weight, int8_weight  # noqa: E402
@@ -164,8 +164,8 @@ def paths(op: str, m: int, n: int, k: int, units: int) -> dict[str, Callable[...
                 found[f"gemv fma {plan.label}"] = _woq(woq_gemv, plan)
         if m <= DOT_MAX_ROWS:
             for bn, steps, warps, stages in WOQ_DOT_LAUNCHES:
-                plan = WoqDotPlan(bn, steps, num_k_splits(triton.cdiv(n, bn), k, units), warps,
-                                  stages)
+                plan = GemvTiles(bn, steps * 128, num_k_splits(triton.cdiv(n, bn), k, units),
+                                 warps, stages)
                 found[f"dot {plan.label}"] = _woq(woq_dot, plan)
         found["triton gemm"] = _woq(woq_gemm)
         return found

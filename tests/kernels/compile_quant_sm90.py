@@ -71,7 +71,7 @@ def _woq_gemm(dot: Any, **overrides: Any) -> dict[str, Any]:
 
 
 def _woq_dot(**overrides: Any) -> dict[str, Any]:
-    consts = dict(MAGIC_VALUE=128.0, GROUP=128, BLOCK_N=128, GROUPS_PER_STEP=1,
+    consts = dict(MAGIC_BITS=0x4300, MAGIC_VALUE=128.0, GROUP=128, BLOCK_N=128, GROUPS_PER_STEP=1,
                   HAS_BIAS=False, NUM_SPLITS=1, STAGES=4, DOT_DTYPE=tl.bfloat16)
     consts.update(overrides)
     return consts
@@ -127,7 +127,7 @@ VARIANTS: list[tuple[str, Any, dict[str, Any], dict[str, str], int]] = [
      {**WOQ, "s_ptr": "*fp32", "o_ptr": "*fp32"}, 4),
     ("woq dot int4 g128 bf16", _woq_dot_kernel, _woq_dot(), {**WOQ, "x_ptr": "*bf16"}, 4),
     ("woq dot int4 g32 fp16 3 groups a step, split, bias", _woq_dot_kernel,
-     _woq_dot(MAGIC_VALUE=1024.0, GROUP=32, BLOCK_N=64, GROUPS_PER_STEP=3, NUM_SPLITS=4,
+     _woq_dot(MAGIC_BITS=0x6400, MAGIC_VALUE=1024.0, GROUP=32, BLOCK_N=64, GROUPS_PER_STEP=3, NUM_SPLITS=4,
               HAS_BIAS=True, DOT_DTYPE=tl.float16),
      {**WOQ, "x_ptr": "*fp16", "out_ptr": "*fp16", "bias_ptr": "*fp16", "s_ptr": "*fp16",
       "o_ptr": "*fp16"}, 4),

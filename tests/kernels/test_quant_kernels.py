@@ -23,7 +23,7 @@ from pagoda.kernels.triton.common import GemvTiles  # noqa: E402
 from pagoda.kernels.triton.quant_prims import pack_codes, quantize_activations  # noqa: E402
 from pagoda.kernels.triton.row_gemv import fp8_row_gemv  # noqa: E402
 from pagoda.kernels.triton.scaled_gemm import QGemmPlan, QGemvPlan, qgemm, qgemv  # noqa: E402
-from pagoda.kernels.triton.woq_dot import WoqDotPlan, woq_dot, woq_dot_supports  # noqa: E402
+from pagoda.kernels.triton.woq_dot import woq_dot, woq_dot_supports  # noqa: E402
 from pagoda.kernels.triton.woq_gemm import (  # noqa: E402
     PackedGroupWeight,
     WoqGemmPlan,
@@ -215,9 +215,6 @@ def test_every_woq_path(fmt: tuple[int, int, bool], rows: int, device: str) -> N
         _close("woq_linear", got, ref.woq_linear(x, weight, b if bias is not None else None))
 
 
-WOQ_DOT_PLANS = (WoqDotPlan(16, 1), WoqDotPlan(32, 2, num_splits=2), WoqDotPlan(64, 3))
-
-
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=dtype_name)
 @pytest.mark.parametrize("group", [32, 128])
 @pytest.mark.parametrize("rows", [1, 5, 16])
@@ -230,7 +227,9 @@ def test_every_woq_dot_path(dtype: torch.dtype, group: int, rows: int, device: s
         weight = group_weight(w, 4, group, symmetric)
         packed = _on(ql.prepare_woq(weight), device)
         assert woq_dot_supports(x.to(device), packed)
-        for plan, bias in zip(WOQ_DOT_PLANS, (b, None, b), strict=True):
+        plans = (GemvTiles(16, group), GemvTiles(32, 2 * group, num_splits=2),
+                 GemvTiles(64, 3 * group))
+        for plan, bias in zip(plans, (b, None, b), strict=True):
             got = woq_dot(torch.empty(rows, 37, dtype=dtype, device=device), x.to(device),
                           packed, bias if bias is None else bias.to(device), plan)
             _close("woq_linear", got, ref.woq_linear(x, weight, bias))

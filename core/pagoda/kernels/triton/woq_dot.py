@@ -30,13 +30,12 @@ memory to reach the tensor cores' operand layout, behind barriers, every group.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
 import triton
 import triton.language as tl
 
 from pagoda.kernels.triton.common import (
+    GemvTiles,
     dot_dtype,
     parallel_units,
     wait_for_prior_kernels,
@@ -48,23 +47,8 @@ from pagoda.kernels.triton.woq_gemm import PackedGroupWeight
 DOT_MAX_ROWS = 16
 """Rows of x the kernel takes: one tensor-core tile of them."""
 MAGIC = {torch.bfloat16: (0x4300, 128.0), torch.float16: (0x6400, 1024.0)}
-"""16-bit float type -> (bits, value) of the M whose last mantissa bit is worth one."""
-
-
-@dataclass(frozen=True)
-class WoqDotPlan:
-    """Weight rows a program, groups a loop step, K splits, warps, pipeline stages."""
-
-    block_n: int
-    groups_per_step: int
-    num_splits: int = 1
-    num_warps: int = 4
-    num_stages: int = 4
-
-    @property
-    def label(self) -> str:
-        return (f"n{self.block_n} g{self.groups_per_step} split{self.num_splits} "
-                f"w{self.num_warps} s{self.num_stages}")
+"""16-bit float type -> (bits, value) of the M whose last mantissa bit is worth one (in the
+kernel MAGIC_BITS and MAGIC_VALUE)."""
 
 
 def woq_dot_supports(x: torch.Tensor, weight: PackedGroupWeight) -> bool:
@@ -74,13 +58,13 @@ def woq_dot_supports(x: torch.Tensor, weight: PackedGroupWeight) -> bool:
             and weight.group_size >= 16)
 
 
-def plan_woq_dot(n: int, k: int, group: int, units: int) -> WoqDotPlan:
-    """128 weight rows a program, 256 inputs a step (or one group when larger), 8 warps, 3
+def plan_woq_dot(n: int, k: int, group: int, units: int) -> GemvTiles:
+    """128 weight rows a program, 256 inputs a step (one group when larger), 8 warps, 3
     stages: the best of the launches ci/bench_quant_kernels.py tried on the 8B shapes (H100,
     every row count up to 16); K split when fewer row tiles than twice the multiprocessors."""
     block_n = 128
-    return WoqDotPlan(block_n, max(1, 256 // group),
-                      num_k_splits(triton.cdiv(n, block_n), k, units), 8, 3)
+    return GemvTiles(block_n, max(256, group), num_k_splits(triton.cdiv(n, block_n), k, units),
+                     8, 3)
 
 
 @triton.jit
@@ -92,12 +76,11 @@ def _magic_codes(words, shift: tl.constexpr, MAGIC_BITS: tl.constexpr):
 
 
 @triton.jit
-def unpack_magic(words, HALF: tl.constexpr):
+def unpack_magic(words, MAGIC_BITS: tl.constexpr, HALF: tl.constexpr):
     """int32 words [R, W] of 4-bit codes -> M + code [R, 8 W] in K order, as the 16-bit
     float HALF. A word holds code f at bit field bitrev(f) (`quant_prims`): the fields at
     shifts 4j and 4j + 16 are codes bitrev(j) and bitrev(j) + 1, so each pair comes from
     one shift."""
-    MAGIC_BITS: tl.constexpr = 0x4300 if tl.bfloat16 == HALF else 0x6400
     lo0, hi0 = _magic_codes(words, 0, MAGIC_BITS)  # codes 0, 1
     lo1, hi1 = _magic_codes(words, 4, MAGIC_BITS)  # codes 4, 5
     lo2, hi2 = _magic_codes(words, 8, MAGIC_BITS)  # codes 2, 3
@@ -113,7 +96,7 @@ def unpack_magic(words, HALF: tl.constexpr):
 def _woq_dot_kernel(
     out_ptr, part_ptr, x_ptr, w_ptr, s_ptr, o_ptr, bias_ptr,
     M, N, K, split_groups, stride_om, stride_xm, stride_wn, stride_sn, stride_sg,
-    MAGIC_VALUE: tl.constexpr, GROUP: tl.constexpr, BLOCK_N: tl.constexpr,
+    MAGIC_BITS: tl.constexpr, MAGIC_VALUE: tl.constexpr, GROUP: tl.constexpr, BLOCK_N: tl.constexpr,
     GROUPS_PER_STEP: tl.constexpr, HAS_BIAS: tl.constexpr, NUM_SPLITS: tl.constexpr,
     STAGES: tl.constexpr, DOT_DTYPE: tl.constexpr, PDL: tl.constexpr,
 ):
@@ -147,7 +130,7 @@ def _woq_dot_kernel(
             s = tl.load(s_ptr + nc * stride_sn + g * stride_sg).to(tl.float32)
             o = tl.load(o_ptr + nc * stride_sn + g * stride_sg).to(tl.float32)
             x_t = tl.trans(x.to(DOT_DTYPE))
-            dots = tl.dot(unpack_magic(words, HALF).to(DOT_DTYPE), x_t, input_precision="ieee")
+            dots = tl.dot(unpack_magic(words, MAGIC_BITS, HALF).to(DOT_DTYPE), x_t, input_precision="ieee")
             x_sum = tl.sum(x.to(tl.float32), axis=1)[None, :]
             s = tl.where(used, s, 0.0)
             o = tl.where(used, o, 0.0)
@@ -164,17 +147,19 @@ def _woq_dot_kernel(
 
 
 def woq_dot(out2: torch.Tensor, x2: torch.Tensor, weight: PackedGroupWeight,
-            bias: torch.Tensor | None, plan: WoqDotPlan | None = None, *,
+            bias: torch.Tensor | None, plan: GemvTiles | None = None, *,
             launch: TritonLaunch = DEFAULT_LAUNCH) -> torch.Tensor:
     """`_woq_dot_kernel` into out2 [M, N] (`woq_dot_supports` x2 and weight), launched with
-    `launch`'s dependent launch."""
+    `launch`'s dependent launch; the plan's K tile is the inputs a loop step takes (whole
+    groups)."""
     assert woq_dot_supports(x2, weight), "woq_dot takes 4-bit codes times 16-bit rows"
     m, k = x2.shape
     n, group = weight.words.shape[0], weight.group_size
     plan = plan or plan_woq_dot(n, k, group, parallel_units(x2.device))
+    assert plan.block_k % group == 0, "a loop step takes whole groups"
+    steps = plan.block_k // group
     groups = k // group
-    split_groups = triton.cdiv(triton.cdiv(groups, plan.num_splits), plan.groups_per_step
-                               ) * plan.groups_per_step
+    split_groups = triton.cdiv(triton.cdiv(groups, plan.num_splits), steps) * steps
     splits = triton.cdiv(groups, split_groups)
     part = (torch.empty((splits, m, n), dtype=torch.float32, device=x2.device)
             if splits > 1 else out2)
@@ -182,8 +167,8 @@ def woq_dot(out2: torch.Tensor, x2: torch.Tensor, weight: PackedGroupWeight,
     _woq_dot_kernel[(triton.cdiv(n, plan.block_n), splits)](
         out2, part, x2, weight.words, weight.scales, weight.offsets, b, m, n, k, split_groups,
         out2.stride(0), x2.stride(0), weight.words.stride(0), weight.scales.stride(0),
-        weight.scales.stride(1), MAGIC_VALUE=MAGIC[x2.dtype][1], GROUP=group,
-        BLOCK_N=plan.block_n, GROUPS_PER_STEP=plan.groups_per_step,
+        weight.scales.stride(1), MAGIC_BITS=MAGIC[x2.dtype][0], MAGIC_VALUE=MAGIC[x2.dtype][1], GROUP=group,
+        BLOCK_N=plan.block_n, GROUPS_PER_STEP=steps,
         HAS_BIAS=bias is not None, NUM_SPLITS=splits, STAGES=plan.num_stages,
         DOT_DTYPE=dot_dtype(x2.dtype, _woq_dot_kernel), num_warps=plan.num_warps,
         num_stages=plan.num_stages, **launch.dependency(),
