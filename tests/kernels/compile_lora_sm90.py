@@ -40,9 +40,8 @@ def main() -> int:
         for block_t in (16, 64):
             for block_r in (16, 64):
                 for name, fn, tile in (
-                        ("shrink", _lora_shrink_kernel, {"BLOCK_K": BLOCK_K, "NUM_SPLITS": 1}),
-                        ("shrink-split", _lora_shrink_kernel,
-                         {"BLOCK_K": BLOCK_K, "NUM_SPLITS": 4}),
+                        ("shrink (any number of splits)", _lora_shrink_kernel,
+                         {"BLOCK_K": BLOCK_K}),
                         ("expand", _lora_expand_kernel, {"BLOCK_N": BLOCK_N})):
                     consts = dict(TILE=LORA_TILE, BLOCK_T=block_t, BLOCK_R=block_r,
                                   DOT_DTYPE=dot, **tile)

@@ -205,19 +205,22 @@ def _gemv_kernel(
         tl.store(part_ptr + (split * M + m[None, :]) * N + n[:, None], y, mask=keep)
 
 
-@triton.jit(do_not_specialize=["M"])
+@triton.jit(do_not_specialize=["M", "num_splits"])
 def _sum_splits_kernel(
-    out_ptr, part_ptr, bias_ptr, M, N, stride_om,
+    out_ptr, part_ptr, bias_ptr, M, N, stride_om, num_splits,
     HAS_BIAS: tl.constexpr, NUM_SPLITS: tl.constexpr, BLOCK: tl.constexpr, PDL: tl.constexpr,
 ):
-    """Row `program 0` of the output: the splits' partial sums added in split order (+ b)."""
+    """Row `program 0` of the output: the first `num_splits` (at most NUM_SPLITS) splits'
+    partial sums added in split order (+ b). A caller whose split count changes from call
+    to call passes its largest as NUM_SPLITS, so one compiled kernel serves every call."""
     wait_for_prior_kernels(PDL)
     m = tl.program_id(0)
     n = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
     ok = n < N
     y = tl.zeros([BLOCK], dtype=tl.float32)
-    for split in tl.static_range(NUM_SPLITS):
-        y += tl.load(part_ptr + (split * M + m) * N + n, mask=ok, other=0.0)
+    for split in tl.static_range(NUM_SPLITS):  # unrolled: every load in flight at once
+        used = tl.full([BLOCK], split, tl.int32) < num_splits
+        y += tl.load(part_ptr + (split * M + m) * N + n, mask=ok & used, other=0.0)
     if HAS_BIAS:
         y += tl.load(bias_ptr + n, mask=ok, other=0.0).to(tl.float32)
     tl.store(out_ptr + m * stride_om + n, y.to(out_ptr.dtype.element_ty), mask=ok)
@@ -274,7 +277,7 @@ def linear_with(x: torch.Tensor | RowInput, weight: torch.Tensor, bias: torch.Te
     if splits > 1:
         block = min(pow2(n), SUM_BLOCK)
         _sum_splits_kernel[(m, triton.cdiv(n, block))](
-            out2, part, b, m, n, out2.stride(0), HAS_BIAS=bias is not None, NUM_SPLITS=splits,
-            BLOCK=block, **launch.elementwise.kwargs(), **launch.dependency(),
+            out2, part, b, m, n, out2.stride(0), splits, HAS_BIAS=bias is not None,
+            NUM_SPLITS=splits, BLOCK=block, **launch.elementwise.kwargs(), **launch.dependency(),
         )
     return out

@@ -33,15 +33,18 @@ PROGRAMS_PER_UNIT = 2
 """Shrink programs (tiles x splits) the splits aim at per streaming multiprocessor."""
 
 
-@triton.jit
+# The step's token count and the shrink's split count change from step to step: left
+# unspecialised (and not constexpr), so that one compiled variant serves every step and no
+# step of a run waits for a compile.
+@triton.jit(do_not_specialize=["num_tokens", "num_splits"])
 def _lora_shrink_kernel(out_ptr, part_ptr, x_ptr, a_ptr, order_ptr, tiles_ptr, num_tokens, k,
-                        rank, split_len, stride_x, stride_as, stride_ar, stride_out,
-                        TILE: tl.constexpr, BLOCK_T: tl.constexpr, BLOCK_R: tl.constexpr,
-                        BLOCK_K: tl.constexpr, NUM_SPLITS: tl.constexpr,
+                        rank, split_len, num_splits, stride_x, stride_as, stride_ar,
+                        stride_out, TILE: tl.constexpr, BLOCK_T: tl.constexpr,
+                        BLOCK_R: tl.constexpr, BLOCK_K: tl.constexpr,
                         DOT_DTYPE: tl.constexpr):
     """Program (tile, split): the tile's tokens times its slot's A over the split's part of
     K; into `out` (x's dtype) when K is not split, else float32 partial sums into `part`
-    [NUM_SPLITS, num_tokens, rank]."""
+    [num_splits, num_tokens, rank]."""
     tile = tl.program_id(0)
     split = tl.program_id(1)
     slot = tl.load(tiles_ptr + tile * 3)
@@ -66,7 +69,7 @@ def _lora_shrink_kernel(out_ptr, part_ptr, x_ptr, a_ptr, order_ptr, tiles_ptr, n
                             other=0.0).to(DOT_DTYPE)  # [BLOCK_K, BLOCK_R]: A^T
                 acc = tl.dot(x, a, acc, input_precision="ieee")
         keep = real[:, None] & (r[None, :] < rank)
-        if NUM_SPLITS == 1:
+        if num_splits == 1:
             tl.store(out_ptr + tok.to(tl.int64)[:, None] * stride_out + r[None, :],
                      acc.to(out_ptr.dtype.element_ty), mask=keep)
         else:
@@ -74,7 +77,7 @@ def _lora_shrink_kernel(out_ptr, part_ptr, x_ptr, a_ptr, order_ptr, tiles_ptr, n
                      + r[None, :], acc, mask=keep)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["num_tokens"])
 def _lora_expand_kernel(out_ptr, y_ptr, h_ptr, b_ptr, order_ptr, tiles_ptr, num_tokens, n,
                         rank, stride_y, stride_h, stride_bs, stride_br, stride_out,
                         TILE: tl.constexpr, BLOCK_T: tl.constexpr, BLOCK_R: tl.constexpr,
@@ -124,7 +127,12 @@ def shrink_splits(num_tiles: int, k: int, device: torch.device) -> int:
     """Parts of K the shrink's programs split it into: enough for `PROGRAMS_PER_UNIT`
     programs a streaming multiprocessor, each part at least `MIN_SPLIT_K` long."""
     wanted = -(-PROGRAMS_PER_UNIT * parallel_units(device) // num_tiles)
-    return max(1, min(wanted, k // MIN_SPLIT_K))
+    return max(1, min(wanted, max_shrink_splits(k)))
+
+
+def max_shrink_splits(k: int) -> int:
+    """The most parts the shrink splits K into (each at least `MIN_SPLIT_K` long)."""
+    return max(1, k // MIN_SPLIT_K)
 
 
 def lora_shrink(x: torch.Tensor, a: torch.Tensor, slots: torch.Tensor, order: torch.Tensor,
@@ -146,16 +154,16 @@ def lora_shrink(x: torch.Tensor, a: torch.Tensor, slots: torch.Tensor, order: to
     part = (torch.empty(splits, num_tokens, rank, dtype=torch.float32, device=x.device)
             if splits > 1 else out)
     _lora_shrink_kernel[(num_tiles, splits)](
-        out, part, x, a, order, tiles, num_tokens, k, rank, split_len, x.stride(0),
+        out, part, x, a, order, tiles, num_tokens, k, rank, split_len, splits, x.stride(0),
         a.stride(0), a.stride(1), out.stride(0), TILE=LORA_TILE,
         BLOCK_T=_row_block(num_tokens), BLOCK_R=pow2(rank, 16), BLOCK_K=BLOCK_K,
-        NUM_SPLITS=splits, DOT_DTYPE=dot_dtype(x.dtype, _lora_shrink_kernel),
-        **launch.gemv.kwargs())
+        DOT_DTYPE=dot_dtype(x.dtype, _lora_shrink_kernel), **launch.gemv.kwargs())
     if splits > 1:  # out [T, R] and each split's part [T, R]: one row of T x R sums
         width = num_tokens * rank
         _sum_splits_kernel[(1, triton.cdiv(width, SUM_BLOCK))](
-            out, part, out, 1, width, 0, HAS_BIAS=False, NUM_SPLITS=splits, BLOCK=SUM_BLOCK,
-            PDL=False, **launch.elementwise.kwargs())
+            out, part, out, 1, width, 0, splits, HAS_BIAS=False,
+            NUM_SPLITS=max(splits, max_shrink_splits(k)), BLOCK=SUM_BLOCK, PDL=False,
+            **launch.elementwise.kwargs())
     return out
 
 

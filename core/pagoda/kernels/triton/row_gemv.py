@@ -264,6 +264,6 @@ def fp8_row_gemv(out2: torch.Tensor, x2: torch.Tensor | RowInput, static: torch.
     if splits > 1:
         blk = min(pow2(n), SUM_BLOCK)
         _sum_splits_kernel[(1, triton.cdiv(n, blk))](
-            out2, part, b, 1, n, out2.stride(0), HAS_BIAS=bias is not None,
+            out2, part, b, 1, n, out2.stride(0), splits, HAS_BIAS=bias is not None,
             NUM_SPLITS=splits, BLOCK=blk, **launch.dependency())
     return out2

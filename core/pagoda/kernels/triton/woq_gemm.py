@@ -258,7 +258,7 @@ def woq_gemv(out2: torch.Tensor, x2: torch.Tensor | RowInput, weight: PackedGrou
     if splits > 1:
         blk = min(pow2(n), SUM_BLOCK)
         _sum_splits_kernel[(m, triton.cdiv(n, blk))](
-            out2, part, b, m, n, out2.stride(0), HAS_BIAS=bias is not None,
+            out2, part, b, m, n, out2.stride(0), splits, HAS_BIAS=bias is not None,
             NUM_SPLITS=splits, BLOCK=blk, **launch.dependency())
     return out2
 
