@@ -7,13 +7,14 @@ import shutil
 
 import pytest
 
-from pagoda.bench.backends import RunResult
-from pagoda.bench.cli import _run_latency
-from pagoda.bench.config import LatencyConfig
+from pagoda.bench.backends import PagodaBackend, RunResult
+from pagoda.bench.cli import _run_latency, _run_throughput, _workload
+from pagoda.bench.config import LatencyConfig, ThroughputConfig
 from pagoda.bench.dataset import random_requests
 from pagoda.bench.memory import peak_resident_bytes
 from pagoda.bench.stats import percentile
 from pagoda.cli.main import main
+from pagoda.config import EngineConfig
 from tests.engine.tiny_models import make_checkpoint, save_char_tokenizer, tiny_configs
 
 
@@ -44,6 +45,22 @@ def test_throughput_side_by_side_writes_json(model_dir, tmp_path, capsys):
     assert printed.count("Peak resident memory: ") == 2
     for result in (ours, hf):
         assert 100 * 2**20 <= result["peak_resident_bytes"] <= peak_resident_bytes() + 2**20
+
+
+def test_throughput_warms_up_with_other_prompts_of_the_same_lengths(model_dir):
+    """The untimed warm-up runs num_warmup_prompts requests through the engine before the
+    timed ones, with other prompts: the timed run finds none of its blocks cached."""
+    bench = ThroughputConfig(num_prompts=3, num_warmup_prompts=2, input_len=40, output_len=3)
+    backend = PagodaBackend(EngineConfig.from_kwargs(model=str(model_dir), dtype="float32"),
+                            bench)
+    stats = backend.llm.engine.core.kv_cache.stats
+    _run_throughput(bench, 0, [backend])
+    both = stats.queries
+    backend.run(_workload(bench, backend, 1, seed=9))  # what one prompt queries
+    assert both == 5 * (stats.queries - both) > 0
+    assert stats.hits == 0
+    with pytest.raises(ValueError, match="num_warmup_prompts"):
+        ThroughputConfig(num_warmup_prompts=-1)
 
 
 def test_latency_reports_percentiles(model_dir, tmp_path, capsys):

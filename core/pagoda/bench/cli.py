@@ -102,8 +102,12 @@ def _print_throughput(name: str, description: str, report: dict[str, Any]) -> No
 def _run_throughput(bench: ThroughputConfig, seed: int, backends: list[Any]) -> dict[str, Any]:
     results = {}
     requests = _workload(bench, backends[0], bench.num_prompts, seed)
+    warmup = (bench.num_prompts if bench.num_warmup_prompts is None
+              else bench.num_warmup_prompts)
+    warm = _workload(bench, backends[0], warmup, seed + 1) if warmup else []
     for backend in backends:
-        backend.run(requests[: min(2, len(requests))])  # warm-up
+        if warm:
+            backend.run(warm)
         report = _throughput_report(backend.run(requests))
         report["description"] = backend.description
         _print_throughput(backend.name, backend.description, report)

@@ -45,6 +45,15 @@ class ThroughputConfig(OfflineBenchConfig):
 
     num_prompts: int = 100
     """Number of prompts."""
+    num_warmup_prompts: int | None = None
+    """Prompts run untimed first (other random ones, of the same lengths), so that the
+    timed run meets no first-use cost a server in its steady state has paid (a kernel
+    variant compiled for a step shape the run reaches, a library loaded); None: as many as
+    num_prompts, 0: none."""
+
+    def __post_init__(self) -> None:
+        if self.num_warmup_prompts is not None and self.num_warmup_prompts < 0:
+            raise ValueError(f"num_warmup_prompts must be >= 0, got {self.num_warmup_prompts}")
 
 
 @dataclass
