@@ -4,6 +4,7 @@
 #   bash ci/gpu.sh [all|tests|bench] [A B C D E F G L M N P Q R S U V W]  (default: all; benchmarks A-F)
 #   bash ci/gpu.sh cudatests | kerneltests    (the two halves of tests)
 #   bash ci/gpu.sh quanttests | quantbench [ci/bench_quant_kernels.py arguments]
+#   bash ci/gpu.sh attnbench [ci/bench_attention_kernels.py arguments]
 #
 # 1. installs core, pagoda-server, pagoda-cpu and pagoda-cuda in editable mode, without
 #    dependencies, into the machine's python ($PYTHON, default python3). torch, triton,
@@ -70,6 +71,11 @@ fi
 if [[ $STAGE == quantbench ]]; then
     echo "== quantized-linear kernel benchmark"
     "$PY" ci/bench_quant_kernels.py --json "$RESULTS/quant_bench.json" "$@" || status=1
+fi
+
+if [[ $STAGE == attnbench ]]; then
+    echo "== paged attention kernel benchmark"
+    "$PY" ci/bench_attention_kernels.py --json "$RESULTS/attention_bench.json" "$@" || status=1
 fi
 
 echo "== results in $RESULTS"
