@@ -2,7 +2,8 @@
 
 Built with numpy in a handful of vectorised operations (a step may hold hundreds of
 sequences, and this runs on the host for every step), then moved to the device in two
-copies: one of the int64 inputs, one of the int32 attention metadata. With a
+copies: one of the int64 inputs, one of the int32 attention metadata, each input at a
+16-byte boundary of its copy (`ALIGN_BYTES`). With a
 `StepPadding` (platforms that compile per shape) the arrays are padded to the shape it
 chooses (see `pagoda.platforms.step_padding` for what padding holds).
 """
@@ -18,6 +19,12 @@ import torch
 from pagoda.attention.backend import AttentionMetadata
 from pagoda.engine.scheduler_output import ScheduledRequest
 from pagoda.platforms.step_padding import StepPadding, StepShape
+
+ALIGN_BYTES = 16
+"""Where each input starts in the step's packed copies. Triton specialises a kernel on
+whether each pointer it takes is 16-byte aligned, so an input whose alignment moved with
+the step's size (a slice at an offset of num_seqs + 1 int32s) had a kernel compile a new
+variant in the middle of a run the first time the other alignment came."""
 
 
 @dataclass
@@ -67,15 +74,12 @@ def build_step_inputs(
         input_ids, positions = np.pad(input_ids, (0, extra)), np.pad(positions, (0, extra))
         slots = np.pad(slots, (0, extra), constant_values=-1)
 
-    longs = torch.from_numpy(np.concatenate((input_ids, positions, slots))).to(
-        device, non_blocking=True)
-    ints = torch.from_numpy(np.concatenate((query_start_loc.astype(np.int32),
-                                            seq_lens.astype(np.int32), table.ravel()))).to(
-        device, non_blocking=True)
-    # Slices, not split(): torch-xla 2.9 aborts on split() views used as indices.
+    input_ids_d, positions_d, slots_d = _to_device((input_ids, positions, slots), np.int64,
+                                                   device)
+    qsl_d, seq_lens_d, table_d = _to_device(
+        (query_start_loc.astype(np.int32), seq_lens.astype(np.int32), table.ravel()), np.int32,
+        device)
     t, s = shape.num_tokens, shape.num_seqs
-    input_ids_d, positions_d, slots_d = longs[:t], longs[t : 2 * t], longs[2 * t :]
-    qsl_d, seq_lens_d, table_d = ints[: s + 1], ints[s + 1 : 2 * s + 1], ints[2 * s + 1 :]
 
     query_start_loc_cpu = query_start_loc.tolist()
     metadata = AttentionMetadata(
@@ -96,3 +100,19 @@ def build_step_inputs(
         last_token_index=[end - 1 for end in query_start_loc_cpu[1 : num_seqs + 1]],
         shape=shape,
     )
+
+
+def _to_device(parts: tuple[np.ndarray, ...], dtype: type, device: torch.device
+               ) -> list[torch.Tensor]:
+    """`parts` on the device in one copy, each starting at an `ALIGN_BYTES` boundary."""
+    per = ALIGN_BYTES // np.dtype(dtype).itemsize
+    starts, total = [], 0
+    for part in parts:
+        starts.append(total)
+        total += -(-len(part) // per) * per
+    packed = np.zeros(total, dtype)
+    for start, part in zip(starts, parts, strict=True):
+        packed[start : start + len(part)] = part
+    copy = torch.from_numpy(packed).to(device, non_blocking=True)
+    # Slices, not split(): torch-xla 2.9 aborts on split() views used as indices.
+    return [copy[start : start + len(part)] for start, part in zip(starts, parts, strict=True)]

@@ -41,9 +41,10 @@ def _find_sequence(query_start_loc_ptr, num_seqs, tile, BLOCK_Q: tl.constexpr):
     return lo
 
 
-# num_seqs changes every step: left unspecialised, one compiled variant serves all steps
-# (by default Triton compiles separately for values == 1 and multiples of 16).
-@triton.jit(do_not_specialize=["num_seqs"])
+# num_seqs and the block table's width (its row stride) change from step to step: left
+# unspecialised, one compiled variant serves all steps (by default Triton compiles
+# separately for values == 1 and multiples of 16).
+@triton.jit(do_not_specialize=["num_seqs", "stride_table"])
 def _attention_kernel(
     out_ptr, part_acc_ptr, part_max_ptr, part_sum_ptr,
     q_ptr, key_cache_ptr, value_cache_ptr, kv_scales_ptr,
