@@ -155,3 +155,19 @@ def test_the_draw_is_the_op_of_the_table_current_at_construction(state):
     Sampler(seed=0)(logits, [state(temperature=0.5)] * 2)  # built outside: the reference
     Sampler(seed=0, ops=table)(logits, [state(temperature=0.5, top_p=0.9)])  # scaled first
     assert calls == [[0.5, 0.0], [1.0]]
+
+
+def test_seeded_batch_inputs_start_aligned(state):
+    """The seeds and draw numbers a seeded batch gives the sampling kernel start at 16-byte
+    boundaries for odd batch sizes too: Triton compiles a kernel once per alignment of each
+    pointer, so an offset that followed the batch size compiled new variants mid-run. The
+    values are the states' own."""
+    from pagoda.sample.batch import SamplingBatch
+
+    for size in (1, 3, 4, 7):
+        states = [state(temperature=1.0, seed=10 + i, output=[1] * i) for i in range(size)]
+        batch = SamplingBatch.from_states(states, 100, "cpu")
+        for tensor in (batch.seeds, batch.offsets):
+            assert tensor.data_ptr() % 16 == 0, size
+        assert batch.seeds.tolist() == [10 + i for i in range(size)]
+        assert batch.offsets.tolist() == list(range(size))

@@ -170,14 +170,17 @@ class SamplingBatch:
                device: torch.device) -> tuple[Tensor | None, Tensor | None, Tensor | None]:
         """(seeds, seeded mask, offsets) of the rows in `seeded`, in one copy; offsets are
         the output lengths, so a seeded request's n-th draw depends on (seed, n) only."""
+        n = len(states)
         if not seeded:
-            return None, None, torch.zeros(len(states), dtype=torch.int64, device=device)
-        values = [[0] * len(states) for _ in range(3)]
+            return None, None, torch.zeros(n, dtype=torch.int64, device=device)
+        # Rows of an even length: each starts 16-byte aligned, as the sampling kernel was
+        # compiled for (Triton specialises a kernel on its pointers' alignment).
+        values = [[0] * (n + n % 2) for _ in range(3)]
         for i in seeded:
             values[0][i] = states[i].seed
             values[1][i] = len(states[i].output_token_ids)
             values[2][i] = 1
-        table = _tensor(values, torch.int64, device)
+        table = _tensor(values, torch.int64, device)[:, :n]
         mixed = len(seeded) < num_random
         return table[0], table[2].bool() if mixed else None, table[1]
 
