@@ -47,13 +47,15 @@ def one_run(args: argparse.Namespace) -> dict:
     llm = LLM(args.model, device=args.device, **ENGINE, **lora)
     vocab = llm.engine.hf_config.vocab_size
     rng = random.Random(0)
-    prompts = [{"prompt_token_ids": [rng.randrange(10, vocab - 10) for _ in range(128)]}
-               for _ in range(args.num_prompts)]
+    warmup, prompts = ([{"prompt_token_ids": [rng.randrange(10, vocab - 10) for _ in range(128)]}
+                        for _ in range(args.num_prompts)] for _ in range(2))
     per_request = [adapters[i % len(adapters)] if adapters else None
                    for i in range(args.num_prompts)]
     params = SamplingParams(temperature=0.0, max_tokens=128, ignore_eos=True,
                             detokenize=False)
-    llm.generate(prompts[:16], params, use_tqdm=False, lora_request=per_request[:16])  # warm-up
+    # Warm-up: the same workload with other prompts, so that the timed run compiles
+    # nothing (as `pagoda bench throughput` warms up)
+    llm.generate(warmup, params, use_tqdm=False, lora_request=per_request)
     start = time.perf_counter()
     outputs = llm.generate(prompts, params, use_tqdm=False, lora_request=per_request)
     elapsed = time.perf_counter() - start
