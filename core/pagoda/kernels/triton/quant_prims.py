@@ -11,7 +11,7 @@ with the float32 trick (v + 1.5 * 2**23) - 1.5 * 2**23, exact for |v| < 2**22.
 
 Packed codes. A `bits`-bit weight's codes travel as int32 words of PACK = 32 // bits codes,
 consecutive along K. Code f of a word (k = PACK * word + f) sits in bit field
-bitrev(f) (the log2(PACK)-bit reversal of f): the order `unpack_codes` builds with nested
+bitrev(f) (the log2(PACK)-bit reversal of f): the order `unpack_biased` builds with nested
 `tl.join`s, which keep every word's codes in the thread that loaded it. A code becomes a
 float32 without a conversion instruction: shifted to a fixed bit of 1.0's mantissa and
 OR-ed into it, it reads as 1 + code * 2**-B, and the kernels fold the 1 and the 2**B into
@@ -104,7 +104,7 @@ def unpack_biased(words, BITS: tl.constexpr):
 
 def pack_codes(codes: torch.Tensor, bits: int) -> torch.Tensor:
     """uint8 codes [N, K] (K a multiple of 32 // bits) -> int32 words [N, K * bits // 32]
-    in the layout `unpack_codes` reads."""
+    in the layout `unpack_biased` reads."""
     per_word = 32 // bits
     n, k = codes.shape
     levels = per_word.bit_length() - 1
