@@ -90,7 +90,8 @@ def _block_expert(start_ptr, count_ptr, row0, E, E_PAD: tl.constexpr, BLOCK_M: t
                                                                      axis=0)
 
 
-@triton.jit
+# rows_total changes from step to step: left unspecialised (see moe_align).
+@triton.jit(do_not_specialize=["rows_total"])
 def _moe_gate_up_kernel(
     act_ptr, x_ptr, w_ptr, sorted_ptr, start_ptr, count_ptr, rows_total, INTER, H, E,
     stride_xm, stride_we, stride_wn, stride_am,
@@ -131,7 +132,7 @@ def _moe_gate_up_kernel(
              mask=real[:, None] & (n < INTER)[None, :])
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["rows_total"])
 def _moe_down_kernel(
     out_ptr, act_ptr, w_ptr, sorted_ptr, start_ptr, count_ptr, rows_total, H, INTER, E,
     stride_am, stride_we, stride_wn, stride_om,

@@ -70,7 +70,10 @@ def _scatter(sorted_ptr, pair, ids, hot, base):
     tl.store(sorted_ptr + row, pair, mask=ids >= 0)
 
 
-@triton.jit
+# The pair and chunk counts change from step to step: left unspecialised (Triton would
+# compile separately for values == 1 and multiples of 16). CHUNK and the scan's ROWS take
+# a handful of powers of two, which decode graphs meet at capture.
+@triton.jit(do_not_specialize=["N"])
 def _align_one_kernel(ids_ptr, sorted_ptr, start_ptr, count_ptr, N, E,
                       CHUNK: tl.constexpr, E_PAD: tl.constexpr, BLOCK_M: tl.constexpr):
     """The whole layout, for up to CHUNK pairs, in one program."""
@@ -79,7 +82,7 @@ def _align_one_kernel(ids_ptr, sorted_ptr, start_ptr, count_ptr, N, E,
     _scatter(sorted_ptr, pair, ids, hot, starts)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["N"])
 def _align_count_kernel(ids_ptr, chunk_ptr, N, E, CHUNK: tl.constexpr, E_PAD: tl.constexpr):
     """Pairs per expert of chunk `program 0`, into row `program 0` of chunk [C, E_PAD]."""
     c = tl.program_id(0)
@@ -87,7 +90,7 @@ def _align_count_kernel(ids_ptr, chunk_ptr, N, E, CHUNK: tl.constexpr, E_PAD: tl
     tl.store(chunk_ptr + c * E_PAD + tl.arange(0, E_PAD), tl.sum(hot, axis=0))
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["C"])
 def _align_scan_kernel(chunk_ptr, start_ptr, count_ptr, C, E, E_PAD: tl.constexpr,
                        ROWS: tl.constexpr, BLOCK_M: tl.constexpr):
     """Each chunk's row of chunk [C, E_PAD] becomes, per expert, its pairs in the chunks
@@ -103,7 +106,7 @@ def _align_scan_kernel(chunk_ptr, start_ptr, count_ptr, C, E, E_PAD: tl.constexp
     _write_runs(start_ptr, count_ptr, total, E, E_PAD, BLOCK_M)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["N"])
 def _align_scatter_kernel(ids_ptr, sorted_ptr, chunk_ptr, start_ptr, N, E,
                           CHUNK: tl.constexpr, E_PAD: tl.constexpr):
     """The rows of chunk `program 0`'s pairs: its experts' runs' first rows plus the pairs
