@@ -111,7 +111,7 @@ class ServerMetrics:
     async def render(self) -> bytes:
         """The exposition text, with a fresh engine snapshot (the last one if it died)."""
         stats = self.engine.last_stats
-        if self.engine.is_healthy:
+        if self.engine.supervisor.is_healthy:
             with suppress(EngineDeadError, asyncio.TimeoutError):
                 stats = await asyncio.wait_for(self.engine.stats(), _STATS_TIMEOUT_S)
         self._engine_metrics.stats = stats

@@ -56,10 +56,10 @@ async def _kill_core_under_load(engine: AsyncLLM, core: int) -> list[object]:
         assert time.monotonic() < deadline
         await asyncio.sleep(0.01)
     psutil.Process(engine.core_pids[core]).kill()
-    while not engine.restarting_cores:
+    while not engine.supervisor.restarting_cores:
         assert time.monotonic() < deadline
         await asyncio.sleep(0.01)
-    assert engine.is_healthy and engine.restarting_cores == [core]  # the other one serves
+    assert engine.supervisor.is_healthy and engine.supervisor.restarting_cores == [core]  # the other one serves
     during = await _greedy(engine, "during")
     results = await asyncio.gather(*tasks)
     return [during, *results]
@@ -67,8 +67,8 @@ async def _kill_core_under_load(engine: AsyncLLM, core: int) -> list[object]:
 
 def _wait_restarted(engine: AsyncLLM) -> None:
     deadline = time.monotonic() + 120
-    while engine.restarting_cores:
-        assert time.monotonic() < deadline and not engine.errored, engine.dead_reason
+    while engine.supervisor.restarting_cores:
+        assert time.monotonic() < deadline and not engine.supervisor.errored, engine.supervisor.dead_reason
         time.sleep(0.1)
 
 
@@ -93,9 +93,9 @@ def test_a_killed_core_is_replaced_while_the_other_serves(tmp_path: Path) -> Non
 
         psutil.Process(engine.core_pids[0]).kill()  # past the budget of one restart
         deadline = time.monotonic() + 10
-        while not engine.errored and time.monotonic() < deadline:
+        while not engine.supervisor.errored and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert engine.errored and "not restarted" in engine.dead_reason
+        assert engine.supervisor.errored and "not restarted" in engine.supervisor.dead_reason
         with pytest.raises(EngineDeadError) as caught:
             asyncio.run(_greedy(engine, "late"))
         assert not isinstance(caught.value, EngineRestartingError)

@@ -95,9 +95,9 @@ def test_a_dead_core_ends_the_engine(tmp_path: Path) -> None:
     try:
         psutil.Process(engine.core_pids[1]).kill()
         deadline = time.monotonic() + 10
-        while engine.is_healthy and time.monotonic() < deadline:
+        while engine.supervisor.is_healthy and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert not engine.is_healthy and "engine core died" in engine.dead_reason
+        assert not engine.supervisor.is_healthy and "engine core died" in engine.supervisor.dead_reason
         with pytest.raises(EngineDeadError):
             asyncio.run(_generate_all(engine, _prompts(4, [5]), "late"))
     finally:

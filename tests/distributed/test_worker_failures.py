@@ -65,10 +65,10 @@ def test_an_idle_served_engine_notices_a_dead_worker(llama: Path) -> None:
         assert len(workers) == 2
         workers[0].kill()
         deadline = time.monotonic() + 10
-        while engine.is_healthy and time.monotonic() < deadline:
+        while engine.supervisor.is_healthy and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert not engine.is_healthy, "the engine did not notice within 10 s"
-        assert "worker rank" in engine.dead_reason and "died" in engine.dead_reason
+        assert not engine.supervisor.is_healthy, "the engine did not notice within 10 s"
+        assert "worker rank" in engine.supervisor.dead_reason and "died" in engine.supervisor.dead_reason
 
         with pytest.raises(EngineDeadError):
             asyncio.run(ask("after-death"))

@@ -244,7 +244,7 @@ def test_invalid_requests_raise_before_any_output(engine, prompt, params, match)
             await engine.generate(prompt, params, "bad").__anext__()
 
     asyncio.run(main())
-    assert engine.is_healthy and engine.num_unfinished_requests == 0
+    assert engine.supervisor.is_healthy and engine.num_unfinished_requests == 0
 
 
 def test_request_id_in_use(engine):
@@ -268,7 +268,7 @@ def test_stats_call_abandoned_by_a_timeout(engine):
         return await asyncio.wait_for(engine.stats(), 10)
 
     assert asyncio.run(main()).num_running == 0
-    assert engine.is_healthy
+    assert engine.supervisor.is_healthy
 
 
 def test_killed_core_fails_requests_at_once(model_dir):
@@ -288,7 +288,7 @@ def test_killed_core_fails_requests_at_once(model_dir):
         results = await asyncio.wait_for(asyncio.gather(*tasks, return_exceptions=True), 10)
         assert all(isinstance(r, EngineDeadError) for r in results), results
         assert time.monotonic() - killed_at < 5
-        assert not engine.is_healthy and engine.errored
+        assert not engine.supervisor.is_healthy and engine.supervisor.errored
         with pytest.raises(EngineDeadError):
             await engine.generate([5], greedy(), "late").__anext__()
         with pytest.raises(EngineDeadError):
@@ -313,7 +313,7 @@ def test_shutdown_fails_requests_in_flight(model_dir):
                 pass
 
     asyncio.run(asyncio.wait_for(main(), 30))
-    assert not engine.is_healthy and not _alive(engine.core_pid)
+    assert not engine.supervisor.is_healthy and not _alive(engine.core_pid)
 
 
 def test_core_start_up_error_carries_its_traceback(model_dir):

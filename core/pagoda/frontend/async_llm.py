@@ -8,8 +8,8 @@ request's outputs reach its consumer through a queue on the consumer's own loop.
 A request may have a time limit (`timeout`): past it, it is aborted in its core (its blocks
 freed) and its consumer gets RequestTimeoutError. With `restart_engine`, a core that dies
 fails only its own requests, with the retryable EngineRestartingError, and a new core of
-the same config takes its place; `pagoda.frontend.core_supervisor` decides what a core's
-death does, and whether the engine takes new requests meanwhile.
+the same config takes its place; `AsyncLLM.supervisor` (`pagoda.frontend.core_supervisor`)
+decides what a core's death does, and says whether the engine takes new requests.
 """
 
 from __future__ import annotations
@@ -74,18 +74,20 @@ class AsyncLLM:
         self._output_processor = OutputProcessor(self.tokenizer)
         self._counters = RequestCounters()
         self._last_stats = [_NO_STATS] * config.parallel.data_parallel_size
-        self._supervisor = CoreSupervisor(
+        self.supervisor = CoreSupervisor(
             self._lock, (restart_budget or RestartBudget()) if restart_engine else None,
             core_down=self._core_down, engine_dead=self._engine_dead,
             core_replaced=self._core_replaced)
+        """The cores' health: whether new requests are taken (`is_healthy`,
+        `unavailable()`), why the engine is dead, which cores are restarting."""
         sched = config.scheduler
         self._max_requests = (None if sched.max_waiting_requests is None else
                               (sched.max_num_seqs + sched.max_waiting_requests)
                               * config.parallel.data_parallel_size)
         """Most requests in the engine at once (running and waiting), or None."""
         self._cores = EngineCores(config, self.frontend.source, self._on_outputs,
-                                  self._supervisor.on_death, self.tokenizer)
-        self._supervisor.watch(self._cores)
+                                  self.supervisor.on_death, self.tokenizer)
+        self.supervisor.watch(self._cores)
         self.info: dict[str, Any] = self._cores.info
         self.frontend.set_model_facts(self.info["vocab_size"], self.info["eos_token_id"],
                                       self.info["lora_base_shapes"])
@@ -142,7 +144,7 @@ class AsyncLLM:
         EngineDeadError (EngineRestartingError when a new one is starting); after
         `timeout` seconds, aborts it and raises RequestTimeoutError."""
         expiry = self._expiry(timeout)
-        self._supervisor.raise_if_unavailable()
+        self.supervisor.raise_if_unavailable()
         processed = (prompt if isinstance(prompt, ProcessedPrompt)
                      else self._input_processor.tokenize(prompt))
         request = self._input_processor.make_pooling_request(request_id, processed, params,
@@ -222,37 +224,10 @@ class AsyncLLM:
     def core_pids(self) -> list[int | None]:
         return self._cores.pids
 
-    @property
-    def errored(self) -> bool:
-        """True once the engine is dead for good (a core died and is not restarted, or
-        the engine was shut down)."""
-        return self._supervisor.errored
-
-    @property
-    def is_healthy(self) -> bool:
-        """True while the engine takes new requests: alive, and not every core down."""
-        return self._supervisor.unavailable() is None
-
-    @property
-    def dead_reason(self) -> str | None:
-        """Why the engine is dead (the first reason given), or None while it is not."""
-        return self._supervisor.dead_reason
-
-    @property
-    def restarting_cores(self) -> list[int]:
-        """The cores that died and are being replaced (`restart_engine`)."""
-        return self._supervisor.restarting_cores
-
-    def unavailable(self) -> EngineDeadError | None:
-        """Why a new request would be refused now: EngineDeadError (the engine is dead),
-        EngineRestartingError (every core is down, a new one starting); None: it would
-        be taken."""
-        return self._supervisor.unavailable()
-
     def shutdown(self) -> None:
         """Stop the cores; requests in flight raise EngineDeadError. Idempotent, and run
         at interpreter exit."""
-        self._supervisor.shutdown()
+        self.supervisor.shutdown()
 
     async def add_lora_adapter(self, lora: LoRARequest) -> None:
         """Check `lora` (ValueError naming what is wrong, or that LoRA is off) and have the
@@ -281,7 +256,7 @@ class AsyncLLM:
 
     def _add_request(self, prompt: PromptInput, params: SamplingParams, request_id: str,
                      priority: int, lora_request: LoRARequest | None = None) -> Stream:
-        self._supervisor.raise_if_unavailable()
+        self.supervisor.raise_if_unavailable()
         processed = self._input_processor.tokenize(prompt)
         requests = self._input_processor.make_requests(request_id, processed, params, priority,
                                                        lora_request=lora_request)
@@ -293,7 +268,7 @@ class AsyncLLM:
         """Send a request's core requests and `track` it in the output processor."""
         stream = Stream(asyncio.get_running_loop())
         with self._lock:
-            self._supervisor.raise_if_unavailable()
+            self.supervisor.raise_if_unavailable()
             if request_id in self._streams:
                 raise ValueError(f"request id {request_id!r} is already in use")
             if self._max_requests is not None and len(self._streams) >= self._max_requests:
@@ -304,7 +279,7 @@ class AsyncLLM:
             try:
                 self._cores.add(request_id, requests)
             except EngineDeadError as exc:  # the core died a moment ago: say so as it will
-                raise self._supervisor.send_failed(exc) from None
+                raise self.supervisor.send_failed(exc) from None
             track()
             self._streams[request_id] = stream
         return stream
@@ -351,7 +326,7 @@ class AsyncLLM:
         """Reader thread of `core`: detokenize, apply stop strings, hand outputs to their
         streams."""
         with self._lock:
-            if self._supervisor.errored:
+            if self.supervisor.errored:
                 return  # another core died: every stream has its error already
             self._last_stats[core] = message.stats
             self._counters.generation_tokens += sum(len(o.new_token_ids)

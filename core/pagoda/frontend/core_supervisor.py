@@ -70,6 +70,11 @@ class CoreSupervisor:
         return self._dead_reason is not None
 
     @property
+    def is_healthy(self) -> bool:
+        """True while the engine takes new requests: alive, and not every core down."""
+        return self.unavailable() is None
+
+    @property
     def dead_reason(self) -> str | None:
         """Why the engine is dead (the first reason given), or None while it is not."""
         return self._dead_reason

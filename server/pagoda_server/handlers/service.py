@@ -47,10 +47,10 @@ async def health(request: Request) -> Response:
     others serve); 503 `engine_dead`, or `engine_restarting` with Retry-After while every
     core is being replaced."""
     engine = server_state(request).engine
-    unavailable = engine.unavailable()
+    unavailable = engine.supervisor.unavailable()
     if unavailable is not None:
         return error_response(as_api_error(unavailable), request.url.path)
-    restarting = engine.restarting_cores
+    restarting = engine.supervisor.restarting_cores
     return JSONResponse({"status": "ok", **({"restarting": restarting} if restarting else {})})
 
 
