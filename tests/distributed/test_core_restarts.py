@@ -59,16 +59,17 @@ async def _kill_core_under_load(engine: AsyncLLM, core: int) -> list[object]:
     while not engine.supervisor.restarting_cores:
         assert time.monotonic() < deadline
         await asyncio.sleep(0.01)
-    assert engine.supervisor.is_healthy and engine.supervisor.restarting_cores == [core]  # the other one serves
+    health = engine.supervisor
+    assert health.is_healthy and health.restarting_cores == [core]  # the other one serves
     during = await _greedy(engine, "during")
     results = await asyncio.gather(*tasks)
     return [during, *results]
 
 
 def _wait_restarted(engine: AsyncLLM) -> None:
-    deadline = time.monotonic() + 120
-    while engine.supervisor.restarting_cores:
-        assert time.monotonic() < deadline and not engine.supervisor.errored, engine.supervisor.dead_reason
+    deadline, health = time.monotonic() + 120, engine.supervisor
+    while health.restarting_cores:
+        assert time.monotonic() < deadline and not health.errored, health.dead_reason
         time.sleep(0.1)
 
 

@@ -97,7 +97,8 @@ def test_a_dead_core_ends_the_engine(tmp_path: Path) -> None:
         deadline = time.monotonic() + 10
         while engine.supervisor.is_healthy and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert not engine.supervisor.is_healthy and "engine core died" in engine.supervisor.dead_reason
+        health = engine.supervisor
+        assert not health.is_healthy and "engine core died" in health.dead_reason
         with pytest.raises(EngineDeadError):
             asyncio.run(_generate_all(engine, _prompts(4, [5]), "late"))
     finally:

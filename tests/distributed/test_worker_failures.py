@@ -68,7 +68,8 @@ def test_an_idle_served_engine_notices_a_dead_worker(llama: Path) -> None:
         while engine.supervisor.is_healthy and time.monotonic() < deadline:
             time.sleep(0.05)
         assert not engine.supervisor.is_healthy, "the engine did not notice within 10 s"
-        assert "worker rank" in engine.supervisor.dead_reason and "died" in engine.supervisor.dead_reason
+        reason = engine.supervisor.dead_reason
+        assert "worker rank" in reason and "died" in reason
 
         with pytest.raises(EngineDeadError):
             asyncio.run(ask("after-death"))

@@ -38,6 +38,7 @@ from pagoda.kernels.triton.common import (
     GemvTiles,
     dot_dtype,
     parallel_units,
+    pow2,
     wait_for_prior_kernels,
 )
 from pagoda.kernels.triton.gemv import SUM_BLOCK, _sum_splits_kernel, num_k_splits
@@ -95,9 +96,10 @@ def unpack_magic(words, MAGIC_BITS: tl.constexpr, HALF: tl.constexpr):
 @triton.jit(do_not_specialize=["M"])
 def _woq_dot_kernel(
     out_ptr, part_ptr, x_ptr, w_ptr, s_ptr, o_ptr, bias_ptr,
-    M, N, K, split_groups, stride_om, stride_xm, stride_wn, stride_sn, stride_sg,
-    MAGIC_BITS: tl.constexpr, MAGIC_VALUE: tl.constexpr, GROUP: tl.constexpr, BLOCK_N: tl.constexpr,
-    GROUPS_PER_STEP: tl.constexpr, HAS_BIAS: tl.constexpr, NUM_SPLITS: tl.constexpr,
+    M, N, K, split_groups, stride_om, stride_xm, stride_wn, stride_sn,
+    MAGIC_BITS: tl.constexpr, MAGIC_VALUE: tl.constexpr, GROUP: tl.constexpr,
+    BLOCK_N: tl.constexpr, GROUPS_PER_STEP: tl.constexpr, HAS_BIAS: tl.constexpr,
+    NUM_SPLITS: tl.constexpr,
     STAGES: tl.constexpr, DOT_DTYPE: tl.constexpr, PDL: tl.constexpr,
 ):
     """Columns [BLOCK_N * program 0, +BLOCK_N) of x W^T over the groups of split
@@ -127,10 +129,10 @@ def _woq_dot_kernel(
             used = first + i < hi
             words = tl.load(w_rows + g * WORDS)
             x = tl.load(x_rows + g * GROUP, mask=m_ok[:, None], other=0.0)
-            s = tl.load(s_ptr + nc * stride_sn + g * stride_sg).to(tl.float32)
-            o = tl.load(o_ptr + nc * stride_sn + g * stride_sg).to(tl.float32)
-            x_t = tl.trans(x.to(DOT_DTYPE))
-            dots = tl.dot(unpack_magic(words, MAGIC_BITS, HALF).to(DOT_DTYPE), x_t, input_precision="ieee")
+            s = tl.load(s_ptr + nc * stride_sn + g).to(tl.float32)
+            o = tl.load(o_ptr + nc * stride_sn + g).to(tl.float32)
+            dots = tl.dot(unpack_magic(words, MAGIC_BITS, HALF).to(DOT_DTYPE),
+                          tl.trans(x.to(DOT_DTYPE)), input_precision="ieee")
             x_sum = tl.sum(x.to(tl.float32), axis=1)[None, :]
             s = tl.where(used, s, 0.0)
             o = tl.where(used, o, 0.0)
@@ -167,14 +169,14 @@ def woq_dot(out2: torch.Tensor, x2: torch.Tensor, weight: PackedGroupWeight,
     _woq_dot_kernel[(triton.cdiv(n, plan.block_n), splits)](
         out2, part, x2, weight.words, weight.scales, weight.offsets, b, m, n, k, split_groups,
         out2.stride(0), x2.stride(0), weight.words.stride(0), weight.scales.stride(0),
-        weight.scales.stride(1), MAGIC_BITS=MAGIC[x2.dtype][0], MAGIC_VALUE=MAGIC[x2.dtype][1], GROUP=group,
-        BLOCK_N=plan.block_n, GROUPS_PER_STEP=steps,
-        HAS_BIAS=bias is not None, NUM_SPLITS=splits, STAGES=plan.num_stages,
+        MAGIC_BITS=MAGIC[x2.dtype][0], MAGIC_VALUE=MAGIC[x2.dtype][1], GROUP=group,
+        BLOCK_N=plan.block_n, GROUPS_PER_STEP=steps, HAS_BIAS=bias is not None,
+        NUM_SPLITS=splits, STAGES=plan.num_stages,
         DOT_DTYPE=dot_dtype(x2.dtype, _woq_dot_kernel), num_warps=plan.num_warps,
         num_stages=plan.num_stages, **launch.dependency(),
     )
     if splits > 1:
-        blk = min(triton.next_power_of_2(n), SUM_BLOCK)
+        blk = min(pow2(n), SUM_BLOCK)
         _sum_splits_kernel[(m, triton.cdiv(n, blk))](
             out2, part, b, m, n, out2.stride(0), splits, HAS_BIAS=bias is not None,
             NUM_SPLITS=splits, BLOCK=blk, **launch.dependency())
