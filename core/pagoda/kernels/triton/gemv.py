@@ -226,6 +226,21 @@ def _sum_splits_kernel(
     tl.store(out_ptr + m * stride_om + n, y.to(out_ptr.dtype.element_ty), mask=ok)
 
 
+def sum_splits(out2: torch.Tensor, part: torch.Tensor, bias: torch.Tensor | None,
+               splits: int, *, most: int | None = None, launch: TritonLaunch = DEFAULT_LAUNCH,
+               dependent: bool = True) -> None:
+    """out2 [M, N] = the `splits` float32 partial sums part [splits, M, N] added in split
+    order (+ bias), by `_sum_splits_kernel` with `launch`'s elementwise parameters and, if
+    `dependent`, its dependent launch. `most`: the largest split count calls like this one
+    use, where it changes from call to call (one compiled kernel serves them all)."""
+    m, n = out2.shape
+    block = min(pow2(n), SUM_BLOCK)
+    _sum_splits_kernel[(m, triton.cdiv(n, block))](
+        out2, part, bias if bias is not None else part, m, n, out2.stride(0), splits,
+        HAS_BIAS=bias is not None, NUM_SPLITS=most or splits, BLOCK=block,
+        **launch.elementwise.kwargs(), **(launch.dependency() if dependent else {"PDL": False}))
+
+
 def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None, *,
            launch: TritonLaunch = DEFAULT_LAUNCH) -> torch.Tensor:
     """See `pagoda.ops.reference.linear`. The kernel serves up to SERVED_ROWS rows of 16-
@@ -275,9 +290,5 @@ def linear_with(x: torch.Tensor | RowInput, weight: torch.Tensor, bias: torch.Te
         num_warps=plan.num_warps, num_stages=plan.num_stages, **launch.dependency(),
     )
     if splits > 1:
-        block = min(pow2(n), SUM_BLOCK)
-        _sum_splits_kernel[(m, triton.cdiv(n, block))](
-            out2, part, b, m, n, out2.stride(0), splits, HAS_BIAS=bias is not None,
-            NUM_SPLITS=splits, BLOCK=block, **launch.elementwise.kwargs(), **launch.dependency(),
-        )
+        sum_splits(out2, part, bias, splits, launch=launch)
     return out

@@ -21,7 +21,7 @@ import triton
 import triton.language as tl
 
 from pagoda.kernels.triton.common import dot_dtype, parallel_units, pow2
-from pagoda.kernels.triton.gemv import SUM_BLOCK, _sum_splits_kernel
+from pagoda.kernels.triton.gemv import sum_splits
 from pagoda.kernels.triton.launch import DEFAULT_LAUNCH, TritonLaunch
 from pagoda.ops.lora_reference import LORA_TILE, tiles_for
 
@@ -159,11 +159,8 @@ def lora_shrink(x: torch.Tensor, a: torch.Tensor, slots: torch.Tensor, order: to
         BLOCK_T=_row_block(num_tokens), BLOCK_R=pow2(rank, 16), BLOCK_K=BLOCK_K,
         DOT_DTYPE=dot_dtype(x.dtype, _lora_shrink_kernel), **launch.gemv.kwargs())
     if splits > 1:  # out [T, R] and each split's part [T, R]: one row of T x R sums
-        width = num_tokens * rank
-        _sum_splits_kernel[(1, triton.cdiv(width, SUM_BLOCK))](
-            out, part, out, 1, width, 0, splits, HAS_BIAS=False,
-            NUM_SPLITS=max(splits, max_shrink_splits(k)), BLOCK=SUM_BLOCK, PDL=False,
-            **launch.elementwise.kwargs())
+        sum_splits(out.view(1, -1), part.view(splits, 1, -1), None, splits,
+                   most=max(splits, max_shrink_splits(k)), launch=launch, dependent=False)
     return out
 
 

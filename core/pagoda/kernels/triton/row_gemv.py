@@ -42,7 +42,7 @@ from pagoda.kernels.triton.common import (
     pow2,
     wait_for_prior_kernels,
 )
-from pagoda.kernels.triton.gemv import SUM_BLOCK, _sum_splits_kernel, num_k_splits
+from pagoda.kernels.triton.gemv import num_k_splits, sum_splits
 from pagoda.kernels.triton.launch import DEFAULT_LAUNCH, TritonLaunch
 from pagoda.kernels.triton.quant_prims import MIN_SCALE_C, round_fp8
 from pagoda.kernels.triton.row_input import PLAIN, RowInput, row_scale, row_values
@@ -262,8 +262,5 @@ def fp8_row_gemv(out2: torch.Tensor, x2: torch.Tensor | RowInput, static: torch.
         num_warps=plan.num_warps, num_stages=plan.num_stages, **launch.dependency(),
     )
     if splits > 1:
-        blk = min(pow2(n), SUM_BLOCK)
-        _sum_splits_kernel[(1, triton.cdiv(n, blk))](
-            out2, part, b, 1, n, out2.stride(0), splits, HAS_BIAS=bias is not None,
-            NUM_SPLITS=splits, BLOCK=blk, **launch.dependency())
+        sum_splits(out2, part, bias, splits, launch=launch)
     return out2

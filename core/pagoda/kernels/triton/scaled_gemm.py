@@ -32,7 +32,7 @@ import triton
 import triton.language as tl
 
 from pagoda.kernels.triton.common import grouped_tile, interpreted, parallel_units, pow2
-from pagoda.kernels.triton.gemv import SUM_BLOCK, _sum_splits_kernel, num_k_splits
+from pagoda.kernels.triton.gemv import num_k_splits, sum_splits
 from pagoda.kernels.triton.quant_prims import MIN_SCALE_C, quantize_fp8, round_int8
 
 GEMV_MAX_ROWS = 16
@@ -278,10 +278,7 @@ def qgemv(out2: torch.Tensor, x2: torch.Tensor, xs: torch.Tensor | None, weight:
         num_warps=plan.num_warps, num_stages=plan.num_stages,
     )
     if splits > 1:
-        blk = min(pow2(n), SUM_BLOCK)
-        _sum_splits_kernel[(m, triton.cdiv(n, blk))](
-            out2, part, b, m, n, out2.stride(0), splits, HAS_BIAS=bias is not None,
-            NUM_SPLITS=splits, BLOCK=blk, PDL=False)
+        sum_splits(out2, part, bias, splits, dependent=False)
     return out2
 
 

@@ -38,10 +38,9 @@ from pagoda.kernels.triton.common import (
     GemvTiles,
     dot_dtype,
     parallel_units,
-    pow2,
     wait_for_prior_kernels,
 )
-from pagoda.kernels.triton.gemv import SUM_BLOCK, _sum_splits_kernel, num_k_splits
+from pagoda.kernels.triton.gemv import num_k_splits, sum_splits
 from pagoda.kernels.triton.launch import DEFAULT_LAUNCH, TritonLaunch
 from pagoda.kernels.triton.woq_gemm import PackedGroupWeight
 
@@ -176,8 +175,5 @@ def woq_dot(out2: torch.Tensor, x2: torch.Tensor, weight: PackedGroupWeight,
         num_stages=plan.num_stages, **launch.dependency(),
     )
     if splits > 1:
-        blk = min(pow2(n), SUM_BLOCK)
-        _sum_splits_kernel[(m, triton.cdiv(n, blk))](
-            out2, part, b, m, n, out2.stride(0), splits, HAS_BIAS=bias is not None,
-            NUM_SPLITS=splits, BLOCK=blk, **launch.dependency())
+        sum_splits(out2, part, bias, splits, launch=launch)
     return out2
