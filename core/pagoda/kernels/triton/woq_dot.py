@@ -20,7 +20,7 @@ float32) to float32 rounding.
 
 A program takes BLOCK_N weight rows and GROUPS_PER_STEP groups a loop step; K splits as in
 `gemv.py` when the row tiles leave multiprocessors idle, the splits' float32 partial sums
-added by `gemv._sum_splits_kernel`.
+added by `gemv.sum_splits`.
 
 Measured (ci/bench_quant_kernels.py, H100): ~150 us a layer at any row count up to 16
 (0.8-0.9 TB/s of packed weights), so it serves 3 to 16 rows (`quant_linear`). What keeps it
