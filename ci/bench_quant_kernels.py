@@ -46,8 +46,33 @@ from pagoda.kernels.triton.scaled_gemm import QGemvPlan, qgemm, qgemv  # noqa: E
 from pagoda.kernels.triton.woq_dot import DOT_MAX_ROWS, woq_dot  # noqa: E402
 from pagoda.kernels.triton.woq_gemm import woq_gemm, woq_gemv  # noqa: E402
 from pagoda.ops import quant_reference  # noqa: E402
+from pagoda.quant.op_method import in_model_dtype  # noqa: E402
 from pagoda.quant.rtn import fp8_weight, group_weight, int8_weight  # noqa: E402
 from pagoda.testing.tolerances import mismatch, op_tolerance  # noqa: E402
+
+MMA_MAX_ROWS = 16
+
+
+def _native_woq() -> Callable[[int], Callable[..., Any]] | None:
+    """pagoda-cuda's CUDA C++ INT4 kernel (`pagoda_cuda.woq_ops.woq4_mma`) at a number of
+    warps a block, where the library is built and runs here; else None."""
+    try:
+        from pagoda_cuda import native, woq_ops
+    except ImportError:
+        return None
+    if native.unavailable() is not None:
+        print(f"cuda mma: not timed ({native.unavailable()})")
+        return None
+
+    def at(warps: int) -> Callable[..., Any]:
+        def call(x: torch.Tensor, w: Any) -> torch.Tensor:
+            out = torch.empty(x.shape[0], w.shape[0], dtype=x.dtype, device=x.device)
+            return woq_ops.woq4_mma(out, x, w, None, warps)
+        return call
+    return at
+
+
+native_woq = _native_woq()
 
 SHAPES = {"qkv": (6144, 4096), "o": (4096, 4096), "gate_up": (28672, 4096),
           "down": (4096, 14336)}
@@ -168,6 +193,9 @@ def paths(op: str, m: int, n: int, k: int, units: int) -> dict[str, Callable[...
                                  warps, stages)
                 found[f"dot {plan.label}"] = _woq(woq_dot, plan)
         found["triton gemm"] = _woq(woq_gemm)
+        if m <= MMA_MAX_ROWS and native_woq is not None:
+            for warps in (8, 4):
+                found[f"cuda mma w{warps}"] = native_woq(warps)
         return found
     found["auto"] = ql.int8_linear if op == "int8" else ql.fp8_linear
     if m <= 16:
@@ -214,8 +242,8 @@ def tinygemm_row(name: str, m: int, x: torch.Tensor, canonical: Any, want: torch
 
 def weights(op: str, dense: torch.Tensor) -> tuple[Any, Any]:
     """(canonical weight, prepared weight) of `op` made from the dense bf16 weight."""
-    if op == "int4":
-        canonical = group_weight(dense, 4, 128)
+    if op == "int4":  # scales and offsets in the model's type, as the engine holds them
+        canonical = in_model_dtype(group_weight(dense, 4, 128), dense.dtype)
         return canonical, ql.prepare_woq(canonical)
     if op == "int8":
         canonical = int8_weight(dense)

@@ -11,9 +11,12 @@ import torch
 from pagoda.quant.rtn import fp8_weight, group_weight, int8_weight
 
 # (leading shape of x, K, N, bias): one row, a few, 16, 33 (past small-batch kernels),
-# sizes that are not multiples of any tile, and a long K.
+# sizes that are not multiples of any tile, a long K, and shapes of whole 16 x 128 tiles
+# (5 and 12 rows; 12 past one 8-row MMA tile, K of 9 tiles: fewer than some kernels' K
+# splits).
 QUANT_SHAPES = (((1,), 256, 48, False), ((3,), 384, 40, True), ((2, 3), 128, 24, False),
-                ((16,), 256, 130, True), ((1,), 2048, 20, True), ((33,), 128, 72, False))
+                ((16,), 256, 130, True), ((1,), 2048, 20, True), ((33,), 128, 72, False),
+                ((5,), 512, 64, True), ((12,), 1152, 32, False))
 
 
 def _inputs(gen: torch.Generator, lead: tuple[int, ...], k: int, n: int, has_bias: bool,

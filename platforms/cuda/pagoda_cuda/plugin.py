@@ -7,13 +7,22 @@ from pagoda.kernels.triton_providers import (
     triton_kernel_providers,
     triton_quant_providers,
 )
-from pagoda.plugins import AttentionBackendSpec, PlatformPlugin
+from pagoda.plugins import AttentionBackendSpec, KernelProvider, PlatformPlugin
 from pagoda_cuda import __version__
 
 PLATFORM = "cuda"
 TARGET_PLUGIN_API = 3  # the pagoda plugin API this package was built against
 TRITON = TritonAvailability("cuda", install_triton="pip install triton",
                             no_device="no CUDA device is visible to torch")
+
+
+def native_unavailable() -> str | None:
+    """Why the "cuda_native" providers cannot run here (they need the CUDA C++ library of
+    `pagoda_cuda.native` and, for what it does not take, the Triton kernels), or None."""
+    from pagoda_cuda.native import unavailable
+
+    return TRITON() or unavailable()
+
 
 plugin = PlatformPlugin(
     PLATFORM, __version__, api_version=TARGET_PLUGIN_API, package="pagoda-cuda",
@@ -24,5 +33,11 @@ plugin = PlatformPlugin(
         "triton", "pagoda_cuda.attention:CudaTritonAttentionBackend", (PLATFORM,),
         priority=10)],
     kernel_providers=[*triton_kernel_providers(PLATFORM, TRITON, module="pagoda_cuda.triton_ops:KERNELS"),
-                      *triton_quant_providers(PLATFORM, TRITON, impls="pagoda_cuda.triton_ops:KERNELS")],
+                      *triton_quant_providers(PLATFORM, TRITON, impls="pagoda_cuda.triton_ops:KERNELS"),
+                      # csrc/woq_mma.cu for a few rows, the Triton kernels for the rest
+                      KernelProvider("woq_linear", "cuda_native", "pagoda_cuda.woq_ops:woq_linear",
+                                     (PLATFORM,), priority=20,
+                                     is_available="pagoda_cuda.plugin:native_unavailable",
+                                     supports="pagoda.kernels.triton.quant_linear:supports_woq",
+                                     prepare="pagoda_cuda.woq_ops:prepare_woq")],
 )

@@ -67,7 +67,8 @@ def test_listed_by_pagoda_plugins() -> None:
     assert (rec["status"], rec["distribution"], rec["version"]) == ("loaded", "pagoda-cuda",
                                                                     "0.1.0")
     assert rec["attention_backends"] == ["triton"]
-    assert rec["kernel_providers"] == {op: ["triton"] for op in (*TRITON_OPS, *TRITON_QUANT_OPS)}
+    assert rec["kernel_providers"] == {op: ["triton"] for op in (*TRITON_OPS, *TRITON_QUANT_OPS)
+                                       } | {"woq_linear": ["cuda_native", "triton"]}
     [device] = rec["devices"]
     assert device["name"] == "cuda" and device["usable"] is HAS_GPU
     assert (device["reason"] is None) is HAS_GPU
@@ -91,7 +92,11 @@ def test_ops_resolve_to_triton_only_with_a_gpu() -> None:
     required = {op: triton if op in TRITON_OPS else "core/reference"
                 for op, spec in OPS.items() if not spec.optional}
     if HAS_GPU:
-        assert table.providers == {**required, **dict.fromkeys(TRITON_QUANT_OPS, triton)}
+        from pagoda_cuda.native import unavailable
+
+        native = {"woq_linear": "cuda/cuda_native"} if unavailable() is None else {}
+        assert table.providers == {**required, **dict.fromkeys(TRITON_QUANT_OPS, triton),
+                                   **native}
     else:
         assert table.providers == required and set(table.missing) == set(TRITON_QUANT_OPS)
 
@@ -103,8 +108,12 @@ def test_registered_targets_are_the_shared_kernels() -> None:
     from pagoda.kernels import triton as kernels
     from pagoda.kernels.triton import quant_linear
 
+    names = set()
     for entry in get_registries().kernels:
         if entry.plugin == "cuda":
+            names.add((entry.spec.op, entry.spec.name))
+            if entry.spec.name == "cuda_native":  # csrc, handing the rest to the Triton impl
+                continue
             shared = quant_linear if entry.spec.op in TRITON_QUANT_OPS else kernels
             impl = load_target(entry.spec.impl)
             assert impl.__wrapped__ is getattr(shared, entry.spec.op)
@@ -114,6 +123,8 @@ def test_registered_targets_are_the_shared_kernels() -> None:
                 assert entry.spec.prepare is not None
             else:
                 assert not load_target(entry.spec.supports)(dtype=torch.float16, head_size=512)
+    assert {name for _, name in names} == {"triton", "cuda_native"}
+    assert {op for op, name in names if name == "cuda_native"} == {"woq_linear"}
 
 
 H200 = GpuInfo("NVIDIA H200", "GPU-1111aaaa-0000", 143_771 * 2**20)

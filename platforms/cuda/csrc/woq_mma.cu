@@ -1,0 +1,270 @@
+// 4-bit weight-only linear for a few rows on tensor cores: out = x W^T (+ bias), for 1 to 16
+// rows of x, where W [N, K] is stored as 4-bit codes with a scale and an offset per row and
+// group of GROUP inputs, W[n, k] = code * s[n, k / GROUP] + o[n, k / GROUP]
+// (pagoda.quant.tensors.GroupQuantWeight in pagoda.kernels.triton.woq_gemm's layout).
+//
+// Layout read as it is (no second copy of the weight): codes in int32 words [N, K / 8],
+// eight consecutive inputs a word, the code of input 8w + f in bit field bitrev3(f). So the
+// fields p and p + 4 (bits 4p and 4p + 16) hold two adjacent inputs, 2 bitrev2(p) and
+// 2 bitrev2(p) + 1, and one AND-OR of the word shifted right by 4p turns them into a pair of
+// 16-bit floats M + code (M = 128 for bfloat16, 1024 for float16: the code lands in the
+// mantissa's low bits), which a subtraction of M and a multiply-add by the group's scale
+// and offset make the weights, each rounded once to the 16-bit type (as the GEMM's
+// dequantized tiles are). Three such operations make two weights.
+//
+// Each warp multiplies 16 weight rows by up to 8 (NT = 1) or 16 (NT = 2) rows of x with
+// mma.sync m16n8k16 (float32 accumulation): the weights are its A operand, x its B operand
+// (a column per row of x). A lane (g, t) of the warp holds, per 128 inputs, one 16-byte
+// load of rows g and g + 8 (words 4t to 4t + 3 of the chunk) and the matching 64 bytes of
+// its column's x; the MMA's k index 2t (+1, +8, +9) stands for whichever inputs lane t
+// loaded, which is all the product needs, since every lane agrees on it. A block's warps
+// split K; their partial sums meet in shared memory.
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace {
+
+constexpr int kRows = 16;    // weight rows a warp (the MMA's M)
+constexpr int kChunk = 128;  // inputs a warp step: 4 lanes x 4 words x 8 codes
+
+template <typename T>
+struct Half;
+
+template <>
+struct Half<__nv_bfloat16> {
+  using T2 = __nv_bfloat162;
+  static constexpr uint32_t kMagic = 0x43004300u;  // 128.0 in both halves
+  static __device__ T2 magic() { return __floats2bfloat162_rn(128.0f, 128.0f); }
+  static __device__ float to_float(__nv_bfloat16 v) { return __bfloat162float(v); }
+  static __device__ __nv_bfloat16 from_float(float v) { return __float2bfloat16_rn(v); }
+  static __device__ T2 pair(__nv_bfloat16 v) { return __bfloat162bfloat162(v); }
+  static __device__ void mma(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, "
+        "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+};
+
+template <>
+struct Half<__half> {
+  using T2 = __half2;
+  static constexpr uint32_t kMagic = 0x64006400u;  // 1024.0 in both halves
+  static __device__ T2 magic() { return __floats2half2_rn(1024.0f, 1024.0f); }
+  static __device__ float to_float(__half v) { return __half2float(v); }
+  static __device__ __half from_float(float v) { return __float2half_rn(v); }
+  static __device__ T2 pair(__half v) { return __half2half2(v); }
+  static __device__ void mma(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, "
+        "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+};
+
+// The weights of fields p and p + 4 of `word` (already shifted right by 4p), as a pair.
+template <typename T>
+__device__ __forceinline__ uint32_t dequantize_pair(uint32_t word, typename Half<T>::T2 scale,
+                                                    typename Half<T>::T2 offset) {
+  using T2 = typename Half<T>::T2;
+  uint32_t biased = (word & 0x000F000Fu) | Half<T>::kMagic;
+  T2 code = __hsub2(*reinterpret_cast<T2*>(&biased), Half<T>::magic());  // exact
+  T2 weight = __hfma2(code, scale, offset);
+  return *reinterpret_cast<uint32_t*>(&weight);
+}
+
+// One 128-input chunk of a warp: words `wa` (row g) and `wb` (row g + 8), four each, their
+// groups' scales and offsets, and x's 32 inputs per column tile in `xs`.
+template <typename T, int NT>
+__device__ __forceinline__ void multiply_chunk(float (&acc)[NT][4], const uint4& wa,
+                                               const uint4& wb, typename Half<T>::T2 sa,
+                                               typename Half<T>::T2 oa, typename Half<T>::T2 sb,
+                                               typename Half<T>::T2 ob,
+                                               const uint4 (&xs)[NT][4]) {
+  const uint32_t a_words[4] = {wa.x, wa.y, wa.z, wa.w};
+  const uint32_t b_words[4] = {wb.x, wb.y, wb.z, wb.w};
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    uint32_t a[4], b[4];  // pairs of inputs (0, 1), (4, 5), (2, 3), (6, 7) of word i
+#pragma unroll
+    for (int p = 0; p < 4; ++p) {
+      a[p] = dequantize_pair<T>(a_words[i] >> (4 * p), sa, oa);
+      b[p] = dequantize_pair<T>(b_words[i] >> (4 * p), sb, ob);
+    }
+    const uint32_t first[4] = {a[0], b[0], a[1], b[1]};
+    const uint32_t second[4] = {a[2], b[2], a[3], b[3]};
+#pragma unroll
+    for (int j = 0; j < NT; ++j) {
+      Half<T>::mma(acc[j], first, xs[j][i].x, xs[j][i].z);
+      Half<T>::mma(acc[j], second, xs[j][i].y, xs[j][i].w);
+    }
+  }
+}
+
+template <typename T, int NT, int WARPS>
+__global__ void __launch_bounds__(WARPS * 32)
+    woq4_mma_kernel(T* __restrict__ out, const T* __restrict__ x,
+                    const uint32_t* __restrict__ words, const T* __restrict__ scales,
+                    const T* __restrict__ offsets, const T* __restrict__ bias, int m, int k,
+                    int64_t stride_xm, int64_t stride_om, int64_t stride_wn, int64_t stride_sn,
+                    int group_shift) {
+  using H = Half<T>;
+  using T2 = typename H::T2;
+  __shared__ float partial[WARPS][kRows][8 * NT];
+
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int g = lane / 4, t = lane % 4;
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * kRows + g;
+  const int chunks = k / kChunk;
+  const int per_warp = (chunks + WARPS - 1) / WARPS;
+  const int begin = warp * per_warp;
+  const int end = min(chunks, begin + per_warp);
+
+  const uint4* wa = reinterpret_cast<const uint4*>(words + row * stride_wn) + t;
+  const uint4* wb = reinterpret_cast<const uint4*>(words + (row + 8) * stride_wn) + t;
+  const T* sa = scales + row * stride_sn;
+  const T* sb = sa + 8 * stride_sn;
+  const T* oa = offsets + row * stride_sn;
+  const T* ob = oa + 8 * stride_sn;
+  const uint4* xr[NT];
+  bool live[NT];
+#pragma unroll
+  for (int j = 0; j < NT; ++j) {
+    const int col = g + 8 * j;
+    live[j] = col < m;
+    xr[j] = reinterpret_cast<const uint4*>(x + (live[j] ? col : 0) * stride_xm + 32 * t);
+  }
+
+  float acc[NT][4] = {};
+  uint4 next_a = {}, next_b = {};
+  if (begin < end) {
+    next_a = __ldcs(wa + 4 * begin);
+    next_b = __ldcs(wb + 4 * begin);
+  }
+  for (int c = begin; c < end; ++c) {
+    const uint4 cur_a = next_a, cur_b = next_b;
+    if (c + 1 < end) {  // the next chunk's weights stream while this one multiplies
+      next_a = __ldcs(wa + 4 * (c + 1));
+      next_b = __ldcs(wb + 4 * (c + 1));
+    }
+    const int grp = (c * kChunk + 32 * t) >> group_shift;
+    const T2 s_a = H::pair(sa[grp]), o_a = H::pair(oa[grp]);
+    const T2 s_b = H::pair(sb[grp]), o_b = H::pair(ob[grp]);
+    uint4 xs[NT][4];
+#pragma unroll
+    for (int j = 0; j < NT; ++j) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        xs[j][i] = live[j] ? __ldg(xr[j] + 16 * c + i) : make_uint4(0, 0, 0, 0);
+      }
+    }
+    multiply_chunk<T, NT>(acc, cur_a, cur_b, s_a, o_a, s_b, o_b, xs);
+  }
+
+  // Lane (g, t) holds rows g and g + 8, columns 2t and 2t + 1 of each tile.
+#pragma unroll
+  for (int j = 0; j < NT; ++j) {
+    partial[warp][g][8 * j + 2 * t] = acc[j][0];
+    partial[warp][g][8 * j + 2 * t + 1] = acc[j][1];
+    partial[warp][g + 8][8 * j + 2 * t] = acc[j][2];
+    partial[warp][g + 8][8 * j + 2 * t + 1] = acc[j][3];
+  }
+  __syncthreads();
+  for (int i = threadIdx.x; i < kRows * m; i += WARPS * 32) {
+    const int r = i % kRows, col = i / kRows;
+    float sum = 0.0f;
+#pragma unroll
+    for (int w = 0; w < WARPS; ++w) sum += partial[w][r][col];
+    const int64_t n_index = static_cast<int64_t>(blockIdx.x) * kRows + r;
+    if (bias != nullptr) sum += H::to_float(bias[n_index]);
+    out[col * stride_om + n_index] = H::from_float(sum);
+  }
+}
+
+template <typename T, int NT, int WARPS>
+cudaError_t launch(void* out, const void* x, const void* words, const void* scales,
+                   const void* offsets, const void* bias, int m, int n, int k,
+                   int64_t stride_xm, int64_t stride_om, int64_t stride_wn, int64_t stride_sn,
+                   int group_shift, cudaStream_t stream) {
+  woq4_mma_kernel<T, NT, WARPS><<<n / kRows, WARPS * 32, 0, stream>>>(
+      static_cast<T*>(out), static_cast<const T*>(x), static_cast<const uint32_t*>(words),
+      static_cast<const T*>(scales), static_cast<const T*>(offsets),
+      static_cast<const T*>(bias), m, k, stride_xm, stride_om, stride_wn, stride_sn,
+      group_shift);
+  return cudaGetLastError();
+}
+
+template <typename T, int WARPS>
+cudaError_t launch_rows(void* out, const void* x, const void* words, const void* scales,
+                        const void* offsets, const void* bias, int m, int n, int k,
+                        int64_t stride_xm, int64_t stride_om, int64_t stride_wn,
+                        int64_t stride_sn, int group_shift, cudaStream_t stream) {
+  if (m <= 8) {
+    return launch<T, 1, WARPS>(out, x, words, scales, offsets, bias, m, n, k, stride_xm,
+                               stride_om, stride_wn, stride_sn, group_shift, stream);
+  }
+  return launch<T, 2, WARPS>(out, x, words, scales, offsets, bias, m, n, k, stride_xm,
+                             stride_om, stride_wn, stride_sn, group_shift, stream);
+}
+
+template <typename T>
+cudaError_t launch_warps(int warps, void* out, const void* x, const void* words,
+                         const void* scales, const void* offsets, const void* bias, int m,
+                         int n, int k, int64_t stride_xm, int64_t stride_om, int64_t stride_wn,
+                         int64_t stride_sn, int group_shift, cudaStream_t stream) {
+  if (warps == 4) {
+    return launch_rows<T, 4>(out, x, words, scales, offsets, bias, m, n, k, stride_xm,
+                             stride_om, stride_wn, stride_sn, group_shift, stream);
+  }
+  return launch_rows<T, 8>(out, x, words, scales, offsets, bias, m, n, k, stride_xm, stride_om,
+                           stride_wn, stride_sn, group_shift, stream);
+}
+
+}  // namespace
+
+extern "C" {
+
+// Error codes besides CUDA's (cudaError_t values are below 1000).
+enum { kBadShape = 1001, kBadType = 1002 };
+
+// out [m, n] (row stride stride_om) = x [m, k] (row stride stride_xm) W^T + bias, with
+// dtype 0 bfloat16, 1 float16 (x, scales, offsets, bias and out); words [n, stride_wn];
+// scales and offsets [n, stride_sn]; group = 1 << group_shift inputs, 32 to 256;
+// 1 <= m <= 16, n a multiple of 16, k of 128; warps 4 or 8 split K. x and the words
+// 16-byte aligned (rows included). Returns 0, a CUDA error or one of the codes above.
+int pagoda_woq4_mma(int dtype, void* out, const void* x, const void* words, const void* scales,
+                    const void* offsets, const void* bias, int m, int n, int k,
+                    int64_t stride_xm, int64_t stride_om, int64_t stride_wn, int64_t stride_sn,
+                    int group_shift, int warps, void* stream) {
+  if (m < 1 || m > 16 || n % kRows != 0 || k % kChunk != 0 || group_shift < 5 ||
+      group_shift > 8 || (warps != 4 && warps != 8)) {
+    return kBadShape;
+  }
+  if (n == 0 || k == 0) return 0;
+  auto s = static_cast<cudaStream_t>(stream);
+  switch (dtype) {
+    case 0:
+      return launch_warps<__nv_bfloat16>(warps, out, x, words, scales, offsets, bias, m, n, k,
+                                         stride_xm, stride_om, stride_wn, stride_sn,
+                                         group_shift, s);
+    case 1:
+      return launch_warps<__half>(warps, out, x, words, scales, offsets, bias, m, n, k,
+                                  stride_xm, stride_om, stride_wn, stride_sn, group_shift, s);
+    default:
+      return kBadType;
+  }
+}
+
+const char* pagoda_cuda_error_string(int code) {
+  if (code == kBadShape) return "unsupported shape or launch";
+  if (code == kBadType) return "unsupported dtype";
+  return cudaGetErrorString(static_cast<cudaError_t>(code));
+}
+
+}  // extern "C"

@@ -1,0 +1,88 @@
+"""pagoda-cuda's CUDA C++ kernels: `platforms/cuda/csrc`, compiled by setup.py into
+`pagoda_cuda/_kernels*.so` (plain CUDA, no PyTorch headers), loaded here with ctypes.
+
+Each launcher takes raw pointers, sizes and strides and the stream to launch on (PyTorch's
+current stream of the tensors' device, so launches join CUDA graphs being captured) and
+returns 0 or an error code, raised here as `NativeKernelError` with the library's message.
+Where the library was not built (no nvcc at install) or this GPU is older than compute
+capability 8.0, `unavailable()` says why and the providers built on it step aside.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+from pathlib import Path
+
+import torch
+
+MIN_CAPABILITY = (8, 0)
+"""mma.sync with bfloat16 operands (the library's oldest target, setup.py's ARCHS)."""
+
+_P, _I, _L = ctypes.c_void_p, ctypes.c_int, ctypes.c_int64
+_SIGNATURES = {
+    "pagoda_woq4_mma": [_I, _P, _P, _P, _P, _P, _P, _I, _I, _I, _L, _L, _L, _L, _I, _I, _P],
+}
+DTYPE_CODES = {torch.bfloat16: 0, torch.float16: 1}
+"""The library's codes for the 16-bit types its kernels take."""
+
+
+class NativeKernelError(RuntimeError):
+    """A launcher of the library returned an error."""
+
+
+def library_path() -> Path | None:
+    """The built library beside this module, or None."""
+    found = sorted(Path(__file__).parent.glob("_kernels*.so"))
+    return found[0] if found else None
+
+
+@functools.cache
+def _library() -> ctypes.CDLL | str:
+    """The loaded library with its launchers' signatures, or why it cannot be loaded."""
+    path = library_path()
+    if path is None:
+        return ("pagoda-cuda was installed without its CUDA C++ kernels (nvcc was not found "
+                "at install; reinstall with CUDA_HOME set)")
+    try:
+        lib = ctypes.CDLL(str(path))
+    except OSError as e:
+        return f"cannot load {path.name}: {e}"
+    for name, args in _SIGNATURES.items():
+        fn = getattr(lib, name)
+        fn.argtypes, fn.restype = args, ctypes.c_int
+    lib.pagoda_cuda_error_string.argtypes = [ctypes.c_int]
+    lib.pagoda_cuda_error_string.restype = ctypes.c_char_p
+    return lib
+
+
+@functools.cache
+def unavailable() -> str | None:
+    """None where the library is loaded and the GPU can run it, else why not
+    (`KernelProvider.is_available` of the providers built on it)."""
+    lib = _library()
+    if isinstance(lib, str):
+        return lib
+    if not torch.cuda.is_available():
+        return "no CUDA device is visible to torch"
+    capability = torch.cuda.get_device_capability()
+    if capability < MIN_CAPABILITY:
+        return (f"compute capability {capability[0]}.{capability[1]}: the CUDA C++ kernels "
+                f"need {MIN_CAPABILITY[0]}.{MIN_CAPABILITY[1]} or later")
+    return None
+
+
+def call(name: str, device: torch.device, *args: object) -> None:
+    """Runs launcher `name` with `args`, then the stream of `device`; raises on an error."""
+    lib = _library()
+    if isinstance(lib, str):
+        raise NativeKernelError(lib)
+    stream = torch.cuda.current_stream(device).cuda_stream
+    code = getattr(lib, name)(*args, stream)
+    if code:
+        message = lib.pagoda_cuda_error_string(code).decode()
+        raise NativeKernelError(f"{name}: {message} (code {code})")
+
+
+def pointer(t: torch.Tensor | None) -> int | None:
+    return None if t is None else t.data_ptr()

@@ -1,0 +1,76 @@
+"""woq_linear on NVIDIA GPUs ("cuda_native" provider): 1 to MAX_ROWS rows of 16-bit x times
+4-bit codes through the tensor-core kernel of `csrc/woq_mma.cu` (`pagoda_cuda.native`),
+everything else through the shared Triton kernels (`pagoda.kernels.triton.quant_linear`),
+on one prepared weight: Triton's layout, which the library reads as it is, with the
+scales and offsets in the model's type (as the engine loads them, `in_model_dtype`).
+
+The kernel takes groups of 32 to 256 inputs, K a multiple of 128, N of 16 and scales and
+offsets in x's type; other weights go to Triton whatever their rows. Measured against
+the Triton kernels in `ci/bench_quant_kernels.py --ops int4` ("cuda mma" rows).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from pagoda.kernels.triton import quant_linear
+from pagoda.kernels.triton.common import rows
+from pagoda.kernels.triton.woq_gemm import PackedGroupWeight
+from pagoda.quant.op_method import in_model_dtype
+from pagoda.quant.tensors import GroupQuantWeight
+from pagoda_cuda import native
+from pagoda_cuda.triton_ops import KERNELS
+
+MAX_ROWS = 16
+"""Most rows of x the kernel takes (two 8-column MMA tiles)."""
+WARPS = 8
+"""Warps a block (they split K)."""
+GROUPS = (32, 64, 128, 256)
+ROW_TILE, K_TILE = 16, 128
+
+
+def prepare_woq(weight: GroupQuantWeight, dtype: torch.dtype | None = None) -> PackedGroupWeight:
+    """Triton's layout (`quant_linear.prepare_woq`), scales and offsets in `dtype`."""
+    return quant_linear.prepare_woq(in_model_dtype(weight, dtype) if dtype else weight, dtype)
+
+
+def fits(x2: torch.Tensor, weight: PackedGroupWeight, bias: torch.Tensor | None) -> bool:
+    """Whether the kernel takes x [M, K] (M >= 1) times `weight` (+ `bias`)."""
+    m, k = x2.shape
+    n = weight.shape[0]
+    return (weight.bits == 4 and x2.dtype in native.DTYPE_CODES and 1 <= m <= MAX_ROWS
+            and n % ROW_TILE == 0 and k > 0 and k % K_TILE == 0 and weight.group_size in GROUPS
+            and weight.scales.dtype == x2.dtype == weight.offsets.dtype
+            and (bias is None or (bias.dtype == x2.dtype and bias.is_contiguous()))
+            and x2.stride(1) == 1 and _aligned(x2, x2.stride(0))
+            and weight.words.stride(1) == 1 and _aligned(weight.words, weight.words.stride(0) * 2)
+            and weight.scales.stride(1) == 1 and weight.offsets.stride() == weight.scales.stride())
+
+
+def _aligned(t: torch.Tensor, row_stride: int) -> bool:
+    """16-byte aligned start and rows (row_stride in 16-bit elements)."""
+    return t.data_ptr() % 16 == 0 and row_stride % 8 == 0
+
+
+def woq4_mma(out2: torch.Tensor, x2: torch.Tensor, weight: PackedGroupWeight,
+             bias: torch.Tensor | None, warps: int = WARPS) -> torch.Tensor:
+    """out2 [M, N] = x2 [M, K] W^T (+ bias) on the kernel (`fits` must hold)."""
+    m, k = x2.shape
+    native.call("pagoda_woq4_mma", x2.device, native.DTYPE_CODES[x2.dtype], out2.data_ptr(),
+                x2.data_ptr(), weight.words.data_ptr(), weight.scales.data_ptr(),
+                weight.offsets.data_ptr(), native.pointer(bias), m, out2.shape[1], k,
+                x2.stride(0), out2.stride(0), weight.words.stride(0), weight.scales.stride(0),
+                weight.group_size.bit_length() - 1, warps)
+    return out2
+
+
+def woq_linear(x: torch.Tensor, weight: PackedGroupWeight,
+               bias: torch.Tensor | None = None) -> torch.Tensor:
+    """See `pagoda.ops.quant_reference.woq_linear`; `weight` from `prepare_woq`."""
+    k, n = x.shape[-1], weight.shape[0]
+    x2 = rows(x, k)
+    if x2.shape[0] == 0 or not fits(x2, weight, bias):
+        return KERNELS.woq_linear(x, weight, bias)
+    out = torch.empty((*x.shape[:-1], n), dtype=x.dtype, device=x.device)
+    woq4_mma(out.view(-1, n), x2, weight, bias)
+    return out

@@ -1,0 +1,143 @@
+"""pagoda-cuda's CUDA C++ kernels (`platforms/cuda/csrc`, `pagoda_cuda.native`): the library
+as built by the package, and on an NVIDIA GPU the 4-bit tensor-core linear against core's
+reference, through the provider's choice of kernel and through a CUDA graph."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+pytest.importorskip("pagoda_cuda", reason="pagoda-cuda is not installed")
+
+from pagoda.ops import OpTable  # noqa: E402
+from pagoda.ops.quant_reference import woq_linear as reference  # noqa: E402
+from pagoda.quant.rtn import group_weight  # noqa: E402
+from pagoda.testing.tolerances import mismatch, op_tolerance  # noqa: E402
+from pagoda_cuda import native  # noqa: E402
+
+CSRC = Path(__file__).parents[3] / "platforms" / "cuda" / "csrc"
+gpu = pytest.mark.skipif(not torch.cuda.is_available() or native.unavailable() is not None,
+                         reason="needs an NVIDIA GPU (compute capability 8.0+) and pagoda-cuda "
+                                "built with nvcc (run ci/gpu.sh on a GPU machine)")
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed")
+def test_sources_compile_for_every_listed_architecture(tmp_path: Path) -> None:
+    """What setup.py builds, built again here (no GPU needed): a failure names the line."""
+    sys.path.insert(0, str(CSRC.parent))
+    try:
+        import setup as cuda_setup  # platforms/cuda/setup.py
+    finally:
+        sys.path.remove(str(CSRC.parent))
+    lib = tmp_path / "kernels.so"
+    subprocess.run([shutil.which("nvcc"), *cuda_setup.FLAGS, *cuda_setup.arch_flags("80;90"),
+                    *(str(CSRC.parent / s) for s in cuda_setup.SOURCES), "-o", str(lib)],
+                   check=True, capture_output=True, text=True)
+    assert lib.stat().st_size > 0
+
+
+@pytest.mark.skipif(native.library_path() is None, reason="pagoda-cuda was built without nvcc")
+def test_the_installed_library_loads_and_reports_why_it_cannot_run() -> None:
+    assert not isinstance(native._library(), str)
+    reason = native.unavailable()
+    if not torch.cuda.is_available():
+        assert reason == "no CUDA device is visible to torch"
+
+
+def _weight(n: int, k: int, group: int, symmetric: bool, dtype: torch.dtype, seed: int):
+    gen = torch.Generator().manual_seed(seed)
+    canonical = group_weight(torch.randn(n, k, generator=gen) * k**-0.5, 4, group, symmetric)
+    return gen, canonical
+
+
+def _check(m: int, n: int, k: int, group: int, dtype: torch.dtype, has_bias: bool,
+           symmetric: bool = True, seed: int = 0) -> None:
+    from pagoda_cuda.woq_ops import fits, prepare_woq, woq4_mma
+
+    gen, canonical = _weight(n, k, group, symmetric, dtype, seed)
+    x = (torch.randn(m, k, generator=gen) * 2).to(dtype)
+    bias = (torch.randn(n, generator=gen) * 0.1).to(dtype) if has_bias else None
+    prepared = prepare_woq(canonical.to("cuda"), dtype)
+    xc = x.cuda()
+    bc = bias.cuda() if bias is not None else None
+    assert fits(xc, prepared, bc)
+    for warps in (4, 8):
+        out = torch.full((m, n), float("nan"), dtype=dtype, device="cuda")
+        woq4_mma(out, xc, prepared, bc, warps)
+        # The reference on the weight the kernel holds (scales and offsets in x's type).
+        scaled = type(canonical)(canonical.codes, prepared.scales.cpu(), prepared.offsets.cpu(),
+                                 4)
+        want = reference(x.float(), scaled, bias.float() if bias is not None else None)
+        problem = mismatch(f"m={m} n={n} k={k} g{group} warps={warps}", out.cpu().float(),
+                           want, op_tolerance("woq_linear", dtype))
+        assert problem is None, problem
+
+
+@gpu
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
+@pytest.mark.parametrize("m", [1, 2, 7, 8, 9, 16])
+def test_rows_and_types(m: int, dtype: torch.dtype) -> None:
+    _check(m, 256, 1152, 128, dtype, has_bias=m % 2 == 1, seed=m)
+
+
+@gpu
+@pytest.mark.parametrize("group", [32, 64, 128, 256])
+@pytest.mark.parametrize("symmetric", [True, False], ids=["sym", "asym"])
+def test_groups(group: int, symmetric: bool) -> None:
+    _check(3, 48, 1024, group, torch.bfloat16, has_bias=False, symmetric=symmetric, seed=group)
+
+
+@gpu
+@pytest.mark.parametrize("shape", [(6144, 4096), (4096, 14336)], ids=["qkv", "down"])
+def test_8b_shapes(shape: tuple[int, int]) -> None:
+    n, k = shape
+    _check(1, n, k, 128, torch.bfloat16, has_bias=False, seed=n)
+
+
+@gpu
+def test_provider_picks_the_kernel_by_rows_and_shape(monkeypatch: pytest.MonkeyPatch) -> None:
+    """woq_linear: the kernel where it fits, Triton elsewhere; both match the reference."""
+    from pagoda_cuda import woq_ops
+
+    assert OpTable("cuda", dtype=torch.bfloat16).providers["woq_linear"] == "cuda/cuda_native"
+    rows_seen = []
+    kernel = woq_ops.woq4_mma
+    monkeypatch.setattr(woq_ops, "woq4_mma",
+                        lambda *a, **kw: rows_seen.append(a[1].shape[0]) or kernel(*a, **kw))
+    # 1 and 16 rows (x [2, 8, K]) take the kernel; 17 rows and 40 columns go to Triton.
+    for lead, n in (((1,), 64), ((2, 8), 64), ((17,), 64), ((4,), 40)):
+        gen, canonical = _weight(n, 512, 128, True, torch.bfloat16, n + len(lead))
+        x = (torch.randn(*lead, 512, generator=gen) * 2).to(torch.bfloat16)
+        prepared = woq_ops.prepare_woq(canonical.to("cuda"), torch.bfloat16)
+        got = woq_ops.woq_linear(x.cuda(), prepared)
+        assert got.shape == (*lead, n)
+        scaled = type(canonical)(canonical.codes, prepared.scales.cpu(), prepared.offsets.cpu(),
+                                 4)
+        problem = mismatch(f"x{list(lead)} n={n}", got.cpu().float(),
+                           reference(x.float(), scaled), op_tolerance("woq_linear", torch.bfloat16))
+        assert problem is None, problem
+    assert rows_seen == [1, 16]
+
+
+@gpu
+def test_replays_in_a_cuda_graph() -> None:
+    from pagoda_cuda.woq_ops import prepare_woq, woq_linear
+
+    gen, canonical = _weight(128, 1024, 64, False, torch.bfloat16, 7)
+    prepared = prepare_woq(canonical.to("cuda"), torch.bfloat16)
+    x = torch.zeros(4, 1024, dtype=torch.bfloat16, device="cuda")
+    bias = torch.randn(128, generator=gen).to(torch.bfloat16).cuda()
+    woq_linear(x, prepared, bias)  # warm
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = woq_linear(x, prepared, bias)
+    for seed in (1, 2):
+        x.copy_(torch.randn(4, 1024, generator=torch.Generator().manual_seed(seed)))
+        graph.replay()
+        torch.cuda.synchronize()
+        assert torch.equal(out, woq_linear(x, prepared, bias))
