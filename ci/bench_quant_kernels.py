@@ -53,26 +53,28 @@ from pagoda.testing.tolerances import mismatch, op_tolerance  # noqa: E402
 MMA_MAX_ROWS = 16
 
 
-def _native_woq() -> Callable[[int], Callable[..., Any]] | None:
-    """pagoda-cuda's CUDA C++ INT4 kernel (`pagoda_cuda.woq_ops.woq4_mma`) at a number of
-    warps a block, where the library is built and runs here; else None."""
+def _native() -> Callable[[str, int], Callable[..., Any]] | None:
+    """pagoda-cuda's CUDA C++ kernels (`pagoda_cuda.woq_ops.woq4_mma` for "int4",
+    `pagoda_cuda.fp8_ops.fp8_mma` for "fp8") at a number of warps a block, where the
+    library is built and runs here; else None."""
     try:
-        from pagoda_cuda import native, woq_ops
+        from pagoda_cuda import fp8_ops, native, woq_ops
     except ImportError:
         return None
     if native.unavailable() is not None:
         print(f"cuda mma: not timed ({native.unavailable()})")
         return None
+    kernels = {"int4": woq_ops.woq4_mma, "fp8": fp8_ops.fp8_mma}
 
-    def at(warps: int) -> Callable[..., Any]:
+    def at(op: str, warps: int) -> Callable[..., Any]:
         def call(x: torch.Tensor, w: Any) -> torch.Tensor:
             out = torch.empty(x.shape[0], w.shape[0], dtype=x.dtype, device=x.device)
-            return woq_ops.woq4_mma(out, x, w, None, warps)
+            return kernels[op](out, x, w, None, warps)
         return call
     return at
 
 
-native_woq = _native_woq()
+native_mma = _native()
 
 SHAPES = {"qkv": (6144, 4096), "o": (4096, 4096), "gate_up": (28672, 4096),
           "down": (4096, 14336)}
@@ -193,9 +195,9 @@ def paths(op: str, m: int, n: int, k: int, units: int) -> dict[str, Callable[...
                                  warps, stages)
                 found[f"dot {plan.label}"] = _woq(woq_dot, plan)
         found["triton gemm"] = _woq(woq_gemm)
-        if m <= MMA_MAX_ROWS and native_woq is not None:
+        if m <= MMA_MAX_ROWS and native_mma is not None:
             for warps in (8, 4):
-                found[f"cuda mma w{warps}"] = native_woq(warps)
+                found[f"cuda mma w{warps}"] = native_mma("int4", warps)
         return found
     found["auto"] = ql.int8_linear if op == "int8" else ql.fp8_linear
     if m <= 16:
@@ -205,6 +207,9 @@ def paths(op: str, m: int, n: int, k: int, units: int) -> dict[str, Callable[...
     if m == 1 and op == "fp8":
         for plan in _row_plans(n, k, units):
             found[f"row {plan.label}"] = _fp8_row(plan)
+        if native_mma is not None and torch.cuda.get_device_capability() >= (8, 9):
+            for warps in (8, 4):
+                found[f"cuda mma w{warps}"] = native_mma("fp8", warps)
     if op == "fp8" and k % 16 == 0 and n % 16 == 0:
         found["scaled_mm"] = _scaled_mm
     if op == "int8" and m > 16:

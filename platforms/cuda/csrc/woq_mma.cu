@@ -26,7 +26,12 @@
 
 #include <cstdint>
 
+#include "common.cuh"
+
 namespace {
+
+using pagoda_cuda::from_float;
+using pagoda_cuda::to_float;
 
 constexpr int kRows = 16;    // weight rows a warp (the MMA's M)
 constexpr int kChunk = 128;  // inputs a warp step: 4 lanes x 4 words x 8 codes
@@ -39,8 +44,6 @@ struct Half<__nv_bfloat16> {
   using T2 = __nv_bfloat162;
   static constexpr uint32_t kMagic = 0x43004300u;  // 128.0 in both halves
   static __device__ T2 magic() { return __floats2bfloat162_rn(128.0f, 128.0f); }
-  static __device__ float to_float(__nv_bfloat16 v) { return __bfloat162float(v); }
-  static __device__ __nv_bfloat16 from_float(float v) { return __float2bfloat16_rn(v); }
   static __device__ T2 pair(__nv_bfloat16 v) { return __bfloat162bfloat162(v); }
   static __device__ void mma(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
     asm volatile(
@@ -56,8 +59,6 @@ struct Half<__half> {
   using T2 = __half2;
   static constexpr uint32_t kMagic = 0x64006400u;  // 1024.0 in both halves
   static __device__ T2 magic() { return __floats2half2_rn(1024.0f, 1024.0f); }
-  static __device__ float to_float(__half v) { return __half2float(v); }
-  static __device__ __half from_float(float v) { return __float2half_rn(v); }
   static __device__ T2 pair(__half v) { return __half2half2(v); }
   static __device__ void mma(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
     asm volatile(
@@ -182,8 +183,8 @@ __global__ void __launch_bounds__(WARPS * 32)
 #pragma unroll
     for (int w = 0; w < WARPS; ++w) sum += partial[w][r][col];
     const int64_t n_index = static_cast<int64_t>(blockIdx.x) * kRows + r;
-    if (bias != nullptr) sum += H::to_float(bias[n_index]);
-    out[col * stride_om + n_index] = H::from_float(sum);
+    if (bias != nullptr) sum += to_float(bias[n_index]);
+    out[col * stride_om + n_index] = from_float<T>(sum);
   }
 }
 
@@ -230,41 +231,31 @@ cudaError_t launch_warps(int warps, void* out, const void* x, const void* words,
 
 extern "C" {
 
-// Error codes besides CUDA's (cudaError_t values are below 1000).
-enum { kBadShape = 1001, kBadType = 1002 };
-
 // out [m, n] (row stride stride_om) = x [m, k] (row stride stride_xm) W^T + bias, with
 // dtype 0 bfloat16, 1 float16 (x, scales, offsets, bias and out); words [n, stride_wn];
 // scales and offsets [n, stride_sn]; group = 1 << group_shift inputs, 32 to 256;
 // 1 <= m <= 16, n a multiple of 16, k of 128; warps 4 or 8 split K. x and the words
-// 16-byte aligned (rows included). Returns 0, a CUDA error or one of the codes above.
+// 16-byte aligned (rows included). Returns 0, a CUDA error or a pagoda_cuda::Error.
 int pagoda_woq4_mma(int dtype, void* out, const void* x, const void* words, const void* scales,
                     const void* offsets, const void* bias, int m, int n, int k,
                     int64_t stride_xm, int64_t stride_om, int64_t stride_wn, int64_t stride_sn,
                     int group_shift, int warps, void* stream) {
-  if (m < 1 || m > 16 || n % kRows != 0 || k % kChunk != 0 || group_shift < 5 ||
+  if (m < 1 || m > 16 || n % kRows != 0 || k <= 0 || k % kChunk != 0 || group_shift < 5 ||
       group_shift > 8 || (warps != 4 && warps != 8)) {
-    return kBadShape;
+    return pagoda_cuda::kBadShape;
   }
-  if (n == 0 || k == 0) return 0;
   auto s = static_cast<cudaStream_t>(stream);
   switch (dtype) {
-    case 0:
+    case pagoda_cuda::kBfloat16:
       return launch_warps<__nv_bfloat16>(warps, out, x, words, scales, offsets, bias, m, n, k,
                                          stride_xm, stride_om, stride_wn, stride_sn,
                                          group_shift, s);
-    case 1:
+    case pagoda_cuda::kFloat16:
       return launch_warps<__half>(warps, out, x, words, scales, offsets, bias, m, n, k,
                                   stride_xm, stride_om, stride_wn, stride_sn, group_shift, s);
     default:
-      return kBadType;
+      return pagoda_cuda::kBadType;
   }
-}
-
-const char* pagoda_cuda_error_string(int code) {
-  if (code == kBadShape) return "unsupported shape or launch";
-  if (code == kBadType) return "unsupported dtype";
-  return cudaGetErrorString(static_cast<cudaError_t>(code));
 }
 
 }  // extern "C"

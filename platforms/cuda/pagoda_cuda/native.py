@@ -18,10 +18,13 @@ import torch
 
 MIN_CAPABILITY = (8, 0)
 """mma.sync with bfloat16 operands (the library's oldest target, setup.py's ARCHS)."""
+FP8_CAPABILITY = (8, 9)
+"""mma.sync with float8 e4m3 operands (`pagoda_fp8_mma`)."""
 
 _P, _I, _L = ctypes.c_void_p, ctypes.c_int, ctypes.c_int64
 _SIGNATURES = {
     "pagoda_woq4_mma": [_I, _P, _P, _P, _P, _P, _P, _I, _I, _I, _L, _L, _L, _L, _I, _I, _P],
+    "pagoda_fp8_mma": [_I, _P, _P, _P, _P, _P, _P, _I, _I, _L, _I, _P],
 }
 DTYPE_CODES = {torch.bfloat16: 0, torch.float16: 1}
 """The library's codes for the 16-bit types its kernels take."""
@@ -57,18 +60,18 @@ def _library() -> ctypes.CDLL | str:
 
 
 @functools.cache
-def unavailable() -> str | None:
-    """None where the library is loaded and the GPU can run it, else why not
-    (`KernelProvider.is_available` of the providers built on it)."""
+def unavailable(needs: tuple[int, int] = MIN_CAPABILITY) -> str | None:
+    """None where the library is loaded and the GPU has compute capability `needs` or later,
+    else why not (`KernelProvider.is_available` of the providers built on it)."""
     lib = _library()
     if isinstance(lib, str):
         return lib
     if not torch.cuda.is_available():
         return "no CUDA device is visible to torch"
     capability = torch.cuda.get_device_capability()
-    if capability < MIN_CAPABILITY:
-        return (f"compute capability {capability[0]}.{capability[1]}: the CUDA C++ kernels "
-                f"need {MIN_CAPABILITY[0]}.{MIN_CAPABILITY[1]} or later")
+    if capability < needs:
+        return (f"compute capability {capability[0]}.{capability[1]}: these CUDA C++ kernels "
+                f"need {needs[0]}.{needs[1]} or later")
     return None
 
 

@@ -24,6 +24,13 @@ def native_unavailable() -> str | None:
     return TRITON() or unavailable()
 
 
+def native_fp8_unavailable() -> str | None:
+    """As `native_unavailable`, on a GPU with float8 tensor cores."""
+    from pagoda_cuda.native import FP8_CAPABILITY, unavailable
+
+    return TRITON() or unavailable(FP8_CAPABILITY)
+
+
 plugin = PlatformPlugin(
     PLATFORM, __version__, api_version=TARGET_PLUGIN_API, package="pagoda-cuda",
     description="NVIDIA GPUs through PyTorch + Triton",
@@ -34,10 +41,15 @@ plugin = PlatformPlugin(
         priority=10)],
     kernel_providers=[*triton_kernel_providers(PLATFORM, TRITON, module="pagoda_cuda.triton_ops:KERNELS"),
                       *triton_quant_providers(PLATFORM, TRITON, impls="pagoda_cuda.triton_ops:KERNELS"),
-                      # csrc/woq_mma.cu for a few rows, the Triton kernels for the rest
+                      # csrc/*_mma.cu for a few rows, the Triton kernels for the rest
                       KernelProvider("woq_linear", "cuda_native", "pagoda_cuda.woq_ops:woq_linear",
                                      (PLATFORM,), priority=20,
                                      is_available="pagoda_cuda.plugin:native_unavailable",
                                      supports="pagoda.kernels.triton.quant_linear:supports_woq",
-                                     prepare="pagoda_cuda.woq_ops:prepare_woq")],
+                                     prepare="pagoda_cuda.woq_ops:prepare_woq"),
+                      KernelProvider("fp8_linear", "cuda_native", "pagoda_cuda.fp8_ops:fp8_linear",
+                                     (PLATFORM,), priority=20,
+                                     is_available="pagoda_cuda.plugin:native_fp8_unavailable",
+                                     supports="pagoda.kernels.triton.quant_linear:supports_fp8",
+                                     prepare="pagoda.kernels.triton.quant_linear:prepare_fp8")],
 )

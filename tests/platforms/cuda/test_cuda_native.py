@@ -1,6 +1,6 @@
 """pagoda-cuda's CUDA C++ kernels (`platforms/cuda/csrc`, `pagoda_cuda.native`): the library
-as built by the package, and on an NVIDIA GPU the 4-bit tensor-core linear against core's
-reference, through the provider's choice of kernel and through a CUDA graph."""
+as built by the package, and on an NVIDIA GPU the 4-bit and FP8 tensor-core linears against
+core's references, through the providers' choice of kernel and through a CUDA graph."""
 
 from __future__ import annotations
 
@@ -14,9 +14,9 @@ import torch
 
 pytest.importorskip("pagoda_cuda", reason="pagoda-cuda is not installed")
 
-from pagoda.ops import OpTable  # noqa: E402
+from pagoda.ops import OpTable, quant_reference  # noqa: E402
 from pagoda.ops.quant_reference import woq_linear as reference  # noqa: E402
-from pagoda.quant.rtn import group_weight  # noqa: E402
+from pagoda.quant.rtn import fp8_weight, group_weight  # noqa: E402
 from pagoda.testing.tolerances import mismatch, op_tolerance  # noqa: E402
 from pagoda_cuda import native  # noqa: E402
 
@@ -24,6 +24,10 @@ CSRC = Path(__file__).parents[3] / "platforms" / "cuda" / "csrc"
 gpu = pytest.mark.skipif(not torch.cuda.is_available() or native.unavailable() is not None,
                          reason="needs an NVIDIA GPU (compute capability 8.0+) and pagoda-cuda "
                                 "built with nvcc (run ci/gpu.sh on a GPU machine)")
+fp8_gpu = pytest.mark.skipif(not torch.cuda.is_available()
+                             or native.unavailable(native.FP8_CAPABILITY) is not None,
+                             reason="needs an NVIDIA GPU with float8 tensor cores (8.9+) and "
+                                    "pagoda-cuda built with nvcc")
 
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed")
@@ -141,3 +145,62 @@ def test_replays_in_a_cuda_graph() -> None:
         graph.replay()
         torch.cuda.synchronize()
         assert torch.equal(out, woq_linear(x, prepared, bias))
+
+
+def _check_fp8(n: int, k: int, dtype: torch.dtype, has_bias: bool, static: bool,
+               seed: int) -> None:
+    from pagoda.kernels.triton.quant_linear import prepare_fp8
+    from pagoda_cuda.fp8_ops import fits, fp8_mma
+
+    gen = torch.Generator().manual_seed(seed)
+    x = (torch.randn(1, k, generator=gen) * 2).to(dtype)
+    canonical = fp8_weight(torch.randn(n, k, generator=gen) * k**-0.5)
+    if static:
+        canonical = type(canonical)(canonical.weight, canonical.scale,
+                                    x.float().abs().amax() / 448 * 1.5)
+    bias = (torch.randn(n, generator=gen) * 0.1).to(dtype) if has_bias else None
+    prepared = prepare_fp8(canonical.to("cuda"), dtype)
+    xc, bc = x.cuda(), (bias.cuda() if bias is not None else None)
+    assert fits(xc, prepared, bc)
+    want = quant_reference.fp8_linear(x, canonical, bias)
+    for warps in (4, 8):
+        out = torch.full((1, n), float("nan"), dtype=dtype, device="cuda")
+        fp8_mma(out, xc, prepared, bc, warps)
+        problem = mismatch(f"n={n} k={k} warps={warps}", out.cpu().float(), want.float(),
+                           op_tolerance("fp8_linear", dtype))
+        assert problem is None, problem
+
+
+@fp8_gpu
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
+@pytest.mark.parametrize("static", [False, True], ids=["per-token", "static"])
+def test_fp8_types_and_scales(dtype: torch.dtype, static: bool) -> None:
+    _check_fp8(48, 1152, dtype, has_bias=not static, static=static, seed=3)
+
+
+@fp8_gpu
+@pytest.mark.parametrize("shape", [(6144, 4096), (4096, 14336)], ids=["qkv", "down"])
+def test_fp8_8b_shapes(shape: tuple[int, int]) -> None:
+    _check_fp8(*shape, torch.bfloat16, has_bias=False, static=False, seed=5)
+
+
+@fp8_gpu
+def test_fp8_provider_takes_one_row(monkeypatch: pytest.MonkeyPatch) -> None:
+    from pagoda.kernels.triton.quant_linear import prepare_fp8
+    from pagoda_cuda import fp8_ops
+
+    assert OpTable("cuda", dtype=torch.bfloat16).providers["fp8_linear"] == "cuda/cuda_native"
+    rows_seen = []
+    kernel = fp8_ops.fp8_mma
+    monkeypatch.setattr(fp8_ops, "fp8_mma",
+                        lambda *a, **kw: rows_seen.append(a[1].shape[0]) or kernel(*a, **kw))
+    for lead, n in (((1,), 64), ((1, 1), 64), ((2,), 64), ((1,), 40)):
+        gen = torch.Generator().manual_seed(n + len(lead))
+        x = (torch.randn(*lead, 512, generator=gen) * 2).to(torch.bfloat16)
+        canonical = fp8_weight(torch.randn(n, 512, generator=gen) * 512**-0.5)
+        got = fp8_ops.fp8_linear(x.cuda(), prepare_fp8(canonical.to("cuda")))
+        problem = mismatch(f"x{list(lead)} n={n}", got.cpu().float(),
+                           quant_reference.fp8_linear(x, canonical).float(),
+                           op_tolerance("fp8_linear", torch.bfloat16))
+        assert problem is None, problem
+    assert rows_seen == [1, 1]  # 2 rows and 40 columns went to Triton
