@@ -127,8 +127,13 @@ __global__ void __launch_bounds__(WARPS * 32)
     }
     // Column 0 is x; lanes of the other columns give zeros.
     const uint4 xw = g == 0 ? xs[4 * c] : make_uint4(0, 0, 0, 0);
-    mma_e4m3(acc, cur_a.x, cur_b.x, cur_a.y, cur_b.y, xw.x, xw.y);
-    mma_e4m3(acc, cur_a.z, cur_b.z, cur_a.w, cur_b.w, xw.z, xw.w);
+    // Each chunk's products summed apart and then added in float32: Hopper's float8 MMAs
+    // keep fewer bits than float32 in their accumulator.
+    float part[4] = {};
+    mma_e4m3(part, cur_a.x, cur_b.x, cur_a.y, cur_b.y, xw.x, xw.y);
+    mma_e4m3(part, cur_a.z, cur_b.z, cur_a.w, cur_b.w, xw.z, xw.w);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) acc[i] += part[i];
   }
 
   // Column 0 of rows g and g + 8 sits in lanes t = 0 (c0 and c2).
