@@ -189,13 +189,15 @@ extern "C" {
 // out [1, n] = fp8_linear(x [1, k], W) + bias with dtype 0 bfloat16, 1 float16 (x, bias,
 // out); W [n, stride_wn] e4m3 bytes, wscale [n] float32, static_scale a float32 scalar or
 // null (per token); n a multiple of 16, k of 64; x and W's rows 16-byte aligned; warps 4
-// or 8 split K. Returns 0, a CUDA error or a pagoda_cuda::Error.
+// or 8 split K. Launched on `stream` of CUDA device `device`. Returns 0, a CUDA error or a
+// pagoda_cuda::Error.
 int pagoda_fp8_mma(int dtype, void* out, const void* x, const void* weight, const void* wscale,
                    const void* static_scale, const void* bias, int n, int k, int64_t stride_wn,
-                   int warps, void* stream) {
+                   int warps, int device, void* stream) {
   if (n % kRows != 0 || k % kChunk != 0 || k <= 0 || (warps != 4 && warps != 8)) {
     return pagoda_cuda::kBadShape;
   }
+  if (const cudaError_t e = cudaSetDevice(device); e != cudaSuccess) return e;
   auto s = static_cast<cudaStream_t>(stream);
   switch (dtype) {
     case pagoda_cuda::kBfloat16:

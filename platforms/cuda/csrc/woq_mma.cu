@@ -235,15 +235,17 @@ extern "C" {
 // dtype 0 bfloat16, 1 float16 (x, scales, offsets, bias and out); words [n, stride_wn];
 // scales and offsets [n, stride_sn]; group = 1 << group_shift inputs, 32 to 256;
 // 1 <= m <= 16, n a multiple of 16, k of 128; warps 4 or 8 split K. x and the words
-// 16-byte aligned (rows included). Returns 0, a CUDA error or a pagoda_cuda::Error.
+// 16-byte aligned (rows included). Launched on `stream` of CUDA device `device`. Returns
+// 0, a CUDA error or a pagoda_cuda::Error.
 int pagoda_woq4_mma(int dtype, void* out, const void* x, const void* words, const void* scales,
                     const void* offsets, const void* bias, int m, int n, int k,
                     int64_t stride_xm, int64_t stride_om, int64_t stride_wn, int64_t stride_sn,
-                    int group_shift, int warps, void* stream) {
+                    int group_shift, int warps, int device, void* stream) {
   if (m < 1 || m > 16 || n % kRows != 0 || k <= 0 || k % kChunk != 0 || group_shift < 5 ||
       group_shift > 8 || (warps != 4 && warps != 8)) {
     return pagoda_cuda::kBadShape;
   }
+  if (const cudaError_t e = cudaSetDevice(device); e != cudaSuccess) return e;
   auto s = static_cast<cudaStream_t>(stream);
   switch (dtype) {
     case pagoda_cuda::kBfloat16:

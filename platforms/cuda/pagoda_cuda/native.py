@@ -23,9 +23,10 @@ FP8_CAPABILITY = (8, 9)
 
 _P, _I, _L = ctypes.c_void_p, ctypes.c_int, ctypes.c_int64
 _SIGNATURES = {
-    "pagoda_woq4_mma": [_I, _P, _P, _P, _P, _P, _P, _I, _I, _I, _L, _L, _L, _L, _I, _I, _P],
-    "pagoda_fp8_mma": [_I, _P, _P, _P, _P, _P, _P, _I, _I, _L, _I, _P],
+    "pagoda_woq4_mma": [_I, _P, _P, _P, _P, _P, _P, _I, _I, _I, _L, _L, _L, _L, _I, _I, _I, _P],
+    "pagoda_fp8_mma": [_I, _P, _P, _P, _P, _P, _P, _I, _I, _L, _I, _I, _P],
 }
+"""Each launcher's arguments; the last two, the device's index and its stream, `call` adds."""
 DTYPE_CODES = {torch.bfloat16: 0, torch.float16: 1}
 """The library's codes for the 16-bit types its kernels take."""
 
@@ -76,12 +77,15 @@ def unavailable(needs: tuple[int, int] = MIN_CAPABILITY) -> str | None:
 
 
 def call(name: str, device: torch.device, *args: object) -> None:
-    """Runs launcher `name` with `args`, then the stream of `device`; raises on an error."""
+    """Runs launcher `name` with `args`, then `device`'s index and PyTorch's current stream
+    of it (the library links its own CUDA runtime: it sets the device before launching);
+    raises on an error."""
     lib = _library()
     if isinstance(lib, str):
         raise NativeKernelError(lib)
-    stream = torch.cuda.current_stream(device).cuda_stream
-    code = getattr(lib, name)(*args, stream)
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    stream = torch.cuda.current_stream(index).cuda_stream
+    code = getattr(lib, name)(*args, index, stream)
     if code:
         message = lib.pagoda_cuda_error_string(code).decode()
         raise NativeKernelError(f"{name}: {message} (code {code})")
