@@ -19,16 +19,16 @@ TRITON = TritonAvailability("cuda", install_triton="pip install triton",
 def native_unavailable() -> str | None:
     """Why the "cuda_native" providers cannot run here (they need the CUDA C++ library of
     `pagoda_cuda.native` and, for what it does not take, the Triton kernels), or None."""
-    from pagoda_cuda.native import unavailable
+    from pagoda_cuda.native import provider_unavailable
 
-    return TRITON() or unavailable()
+    return TRITON() or provider_unavailable()
 
 
 def native_fp8_unavailable() -> str | None:
     """As `native_unavailable`, on a GPU with float8 tensor cores."""
-    from pagoda_cuda.native import FP8_CAPABILITY, unavailable
+    from pagoda_cuda.native import FP8_CAPABILITY, provider_unavailable
 
-    return TRITON() or unavailable(FP8_CAPABILITY)
+    return TRITON() or provider_unavailable(FP8_CAPABILITY)
 
 
 plugin = PlatformPlugin(

@@ -46,11 +46,15 @@ def test_sources_compile_for_every_listed_architecture(tmp_path: Path) -> None:
 
 
 @pytest.mark.skipif(native.library_path() is None, reason="pagoda-cuda was built without nvcc")
-def test_the_installed_library_loads_and_reports_why_it_cannot_run() -> None:
+def test_the_installed_library_loads_and_reports_why_it_cannot_run(
+        monkeypatch: pytest.MonkeyPatch) -> None:
     assert not isinstance(native._library(), str)
-    reason = native.unavailable()
     if not torch.cuda.is_available():
-        assert reason == "no CUDA device is visible to torch"
+        assert native.unavailable() == "no CUDA device is visible to torch"
+    monkeypatch.delenv(native.ENABLE_ENV, raising=False)
+    assert native.ENABLE_ENV in native.provider_unavailable()
+    monkeypatch.setenv(native.ENABLE_ENV, "1")
+    assert native.provider_unavailable() == native.unavailable()
 
 
 def _weight(n: int, k: int, group: int, symmetric: bool, dtype: torch.dtype, seed: int):
@@ -108,6 +112,7 @@ def test_provider_picks_the_kernel_by_rows_and_shape(monkeypatch: pytest.MonkeyP
     """woq_linear: the kernel where it fits, Triton elsewhere; both match the reference."""
     from pagoda_cuda import woq_ops
 
+    monkeypatch.setenv(native.ENABLE_ENV, "1")
     assert OpTable("cuda", dtype=torch.bfloat16).providers["woq_linear"] == "cuda/cuda_native"
     rows_seen = []
     kernel = woq_ops.woq4_mma
@@ -189,6 +194,7 @@ def test_fp8_provider_takes_one_row(monkeypatch: pytest.MonkeyPatch) -> None:
     from pagoda.kernels.triton.quant_linear import prepare_fp8
     from pagoda_cuda import fp8_ops
 
+    monkeypatch.setenv(native.ENABLE_ENV, "1")
     assert OpTable("cuda", dtype=torch.bfloat16).providers["fp8_linear"] == "cuda/cuda_native"
     rows_seen = []
     kernel = fp8_ops.fp8_mma

@@ -93,10 +93,10 @@ def test_ops_resolve_to_triton_only_with_a_gpu() -> None:
     required = {op: triton if op in TRITON_OPS else "core/reference"
                 for op, spec in OPS.items() if not spec.optional}
     if HAS_GPU:
-        from pagoda_cuda.native import FP8_CAPABILITY, unavailable
+        from pagoda_cuda.native import FP8_CAPABILITY, provider_unavailable
 
-        native = ({"woq_linear": "cuda/cuda_native"} if unavailable() is None else {}) | (
-            {"fp8_linear": "cuda/cuda_native"} if unavailable(FP8_CAPABILITY) is None else {})
+        native = ({"woq_linear": "cuda/cuda_native"} if provider_unavailable() is None else {}) | (
+            {"fp8_linear": "cuda/cuda_native"} if provider_unavailable(FP8_CAPABILITY) is None else {})
         assert table.providers == {**required, **dict.fromkeys(TRITON_QUANT_OPS, triton),
                                    **native}
     else:
