@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The GPU check of pagoda-cuda: one command on an NVIDIA machine, from the repository root.
 #
-#   bash ci/gpu.sh [all|tests|bench] [A B C D E F G L M N P Q R S U V W]  (default: all; benchmarks A-F)
+#   bash ci/gpu.sh [all|tests|bench] [A B C D E F G L M N P Q R S U V W X]  (default: all; A-F)
 #   bash ci/gpu.sh cudatests | kerneltests    (the two halves of tests)
 #   bash ci/gpu.sh quanttests | quantbench [ci/bench_quant_kernels.py arguments]
 #   bash ci/gpu.sh attnbench [ci/bench_attention_kernels.py arguments]
@@ -12,7 +12,8 @@
 #    there already (the H200 image has them); what it lacks (fastapi, uvicorn, pydantic, ...)
 #    comes from wheels in .whl/ when that folder exists (see docs/benchmarks.md);
 # 2. tests: tests/platforms/cuda (the @pytest.mark.cuda ones run on the GPU) and tests/kernels
-#    (the Triton kernels natively on the GPU);
+#    (the Triton kernels natively on the GPU), with pagoda-cuda's CUDA C++ providers on
+#    (PAGODA_CUDA_NATIVE=1: the conformance kit and the engine tests run them);
 # 3. bench: ci/gpu_bench.py, benchmarks A-F of docs/benchmarks.md, each side by side with HF
 #    transformers (or with Pagoda offline, for the server), then a table.
 #
@@ -52,7 +53,7 @@ case $STAGE in
 esac
 if (( ${#TESTS[@]} )); then
     echo "== tests"
-    "$PY" -m pytest -p no:cacheprovider -rs --durations=15 "${TESTS[@]}" \
+    PAGODA_CUDA_NATIVE=1 "$PY" -m pytest -p no:cacheprovider -rs --durations=15 "${TESTS[@]}" \
         2>&1 | tee "$RESULTS/pytest.log" || status=1
 fi
 
@@ -63,8 +64,9 @@ fi
 
 if [[ $STAGE == quanttests ]]; then
     echo "== quantized-linear kernel tests"
-    "$PY" -m pytest -p no:cacheprovider -rs tests/kernels/test_quant_kernels.py \
-        tests/platforms/cuda/test_cuda_gpu.py -k "quant or fp8 or int8 or woq or resolve" \
+    PAGODA_CUDA_NATIVE=1 "$PY" -m pytest -p no:cacheprovider -rs tests/kernels/test_quant_kernels.py \
+        tests/platforms/cuda/test_cuda_gpu.py tests/platforms/cuda/test_cuda_native.py \
+        -k "quant or fp8 or int8 or woq or resolve or native" \
         2>&1 | tee "$RESULTS/pytest_quant.log" || status=1
 fi
 

@@ -243,6 +243,12 @@ def dependent_launch(out: Path, llama: Path, s: dict) -> list[dict]:
             for pdl in ("0", "1")]
 
 
+def native_c(out: Path, llama: Path, s: dict) -> list[dict]:
+    """X: C with INT4 and FP8 weights, pagoda-cuda's CUDA C++ kernels off, then on."""
+    return [quantized_c(out, llama, s, tag, q, "report", {"PAGODA_CUDA_NATIVE": on})
+            for tag, q in (("int4", "int4"), ("fp8", "fp8")) for on in ("0", "1")]
+
+
 def fused_decode(out: Path, llama: Path, s: dict) -> list[dict]:
     """U: C in bf16, FP8 and INT4 weights with the decode layers op by op, fused, then fused
     but for the norms (one decode graph, of one sequence: --max-num-seqs 1)."""
@@ -473,7 +479,7 @@ def main() -> int:
             "M": lambda: [bench_m(out, moe, s30)], "N": lambda: [bench_n(out, moe, s30)],
             "S": lambda: structured(out, s8), "V": lambda: speculative(out, llama),
             "L": lambda: [bench_l(out, llama)], "W": lambda: dependent_launch(out, llama, s8),
-            "U": lambda: fused_decode(out, llama, s8)}
+            "U": lambda: fused_decode(out, llama, s8), "X": lambda: native_c(out, llama, s8)}
     for key in dict.fromkeys("E" if k == "F" else k for k in wanted):
         try:
             rows += plan[key]()
