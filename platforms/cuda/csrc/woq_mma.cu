@@ -74,7 +74,11 @@ template <typename T>
 __device__ __forceinline__ uint32_t dequantize_pair(uint32_t word, typename Half<T>::T2 scale,
                                                     typename Half<T>::T2 offset) {
   using T2 = typename Half<T>::T2;
-  uint32_t biased = (word & 0x000F000Fu) | Half<T>::kMagic;
+  // (word & 0x000F000F) | magic in one LOP3 (0xEA: (a & b) | c); written as C, ptxas emits
+  // two, each constant an immediate.
+  uint32_t biased;
+  asm("lop3.b32 %0, %1, %2, %3, 0xEA;" : "=r"(biased) : "r"(word), "n"(0x000F000F),
+      "r"(Half<T>::kMagic));
   T2 code = __hsub2(*reinterpret_cast<T2*>(&biased), Half<T>::magic());  // exact
   T2 weight = __hfma2(code, scale, offset);
   return *reinterpret_cast<uint32_t*>(&weight);
