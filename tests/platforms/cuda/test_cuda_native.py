@@ -57,6 +57,56 @@ def test_the_installed_library_loads_and_reports_why_it_cannot_run(
     assert native.provider_unavailable() == native.unavailable()
 
 
+@pytest.mark.skipif(native.library_path() is None, reason="pagoda-cuda was built without nvcc")
+def test_launchers_refuse_what_their_kernels_do_not_take() -> None:
+    """Checked before any CUDA call, so this runs without a GPU; the codes' messages."""
+    lib = native._library()
+    woq = dict(m=1, n=32, k=256, group_shift=7, warps=8)
+    for bad in ({"m": 0}, {"m": 17}, {"n": 40}, {"k": 192}, {"k": 0}, {"group_shift": 4},
+                {"group_shift": 9}, {"warps": 6}):
+        a = woq | bad
+        code = lib.pagoda_woq4_mma(0, None, None, None, None, None, None, a["m"], a["n"],
+                                   a["k"], 0, 0, 0, 0, a["group_shift"], a["warps"], 0, None)
+        assert code == 1001, bad
+    fp8 = dict(n=32, k=256, warps=8)
+    for bad in ({"n": 24}, {"k": 96}, {"k": 0}, {"warps": 2}):
+        a = fp8 | bad
+        assert lib.pagoda_fp8_mma(0, None, None, None, None, None, None, a["n"], a["k"], 0,
+                                  a["warps"], 0, None) == 1001, bad
+    assert lib.pagoda_cuda_error_string(1001) == b"unsupported shape or launch"
+    assert lib.pagoda_cuda_error_string(1002) == b"unsupported dtype"
+    assert lib.pagoda_cuda_error_string(100) == b"no CUDA-capable device is detected"
+
+
+def test_providers_hand_triton_what_the_kernels_do_not_take() -> None:
+    """`fits`, on CPU tensors (it reads shapes, types, strides and addresses only)."""
+    from pagoda.kernels.triton.quant_linear import prepare_fp8
+    from pagoda_cuda import fp8_ops, woq_ops
+
+    bf16 = torch.bfloat16
+    gen, canonical = _weight(64, 512, 128, True, bf16, 0)
+    w = woq_ops.prepare_woq(canonical, bf16)
+    x = torch.randn(4, 512, generator=gen).to(bf16)
+    assert w.scales.dtype == bf16 and woq_ops.fits(x, w, None)
+    assert woq_ops.fits(x[:1], w, torch.zeros(64, dtype=bf16))
+    assert not woq_ops.fits(torch.randn(17, 512).to(bf16), w, None)  # rows
+    assert not woq_ops.fits(x.float(), woq_ops.prepare_woq(canonical, torch.float32), None)
+    assert not woq_ops.fits(x, woq_ops.prepare_woq(canonical), None)  # float32 scales
+    assert not woq_ops.fits(x, w, torch.zeros(64))  # bias type
+    assert not woq_ops.fits(torch.randn(4, 516).to(bf16)[:, 4:], w, None)  # misaligned rows
+    _, narrow = _weight(40, 512, 128, True, bf16, 0)
+    assert not woq_ops.fits(x, woq_ops.prepare_woq(narrow, bf16), None)  # N % 16
+    _, small_groups = _weight(64, 512, 16, True, bf16, 0)
+    assert not woq_ops.fits(x, woq_ops.prepare_woq(small_groups, bf16), None)
+
+    f8 = prepare_fp8(fp8_weight(torch.randn(64, 512, generator=gen)))
+    assert fp8_ops.fits(x[:1], f8, None) and not fp8_ops.fits(x[:2], f8, None)
+    assert not fp8_ops.fits(x[:1], prepare_fp8(fp8_weight(torch.randn(64, 512), (128, 128))),
+                            None)  # blocked scales
+    assert not fp8_ops.fits(torch.randn(1, 480).to(bf16),
+                            prepare_fp8(fp8_weight(torch.randn(64, 480))), None)  # K % 64
+
+
 def _weight(n: int, k: int, group: int, symmetric: bool, dtype: torch.dtype, seed: int):
     gen = torch.Generator().manual_seed(seed)
     canonical = group_weight(torch.randn(n, k, generator=gen) * k**-0.5, 4, group, symmetric)
