@@ -27,7 +27,7 @@ namespace {
 using pagoda_cuda::from_float;
 using pagoda_cuda::to_float;
 
-constexpr int kRows = 16;   // weight rows a block (the MMA's M)
+constexpr int kRows = pagoda_cuda::kMmaRows;  // weight rows a block (the MMA's M)
 constexpr int kChunk = 64;  // inputs a warp step: 4 lanes x 16 bytes
 constexpr float kFp8Max = 448.0f;
 constexpr float kMinScale = 1e-12f;  // pagoda.quant.tensors.MIN_SCALE
@@ -56,13 +56,8 @@ __global__ void __launch_bounds__(WARPS * 32)
   __shared__ float block_amax[WARPS];
   uint8_t* xq = reinterpret_cast<uint8_t*>(shared);
 
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int g = lane / 4, t = lane % 4;
-  const int64_t row = static_cast<int64_t>(blockIdx.x) * kRows + g;
-  const int chunks = k / kChunk;
-  const int per_warp = (chunks + WARPS - 1) / WARPS;
-  const int begin = warp * per_warp;
-  const int end = min(chunks, begin + per_warp);
+  const auto [warp, g, t, begin, end, row] = pagoda_cuda::lane_tile<WARPS>(k / kChunk);
+  const int lane = threadIdx.x % 32;
   const uint4* wa = reinterpret_cast<const uint4*>(weight + row * stride_wn) + t;
   const uint4* wb = reinterpret_cast<const uint4*>(weight + (row + 8) * stride_wn) + t;
 

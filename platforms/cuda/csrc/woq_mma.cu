@@ -33,7 +33,7 @@ namespace {
 using pagoda_cuda::from_float;
 using pagoda_cuda::to_float;
 
-constexpr int kRows = 16;    // weight rows a warp (the MMA's M)
+constexpr int kRows = pagoda_cuda::kMmaRows;  // weight rows a block (the MMA's M)
 constexpr int kChunk = 128;  // inputs a warp step: 4 lanes x 4 words x 8 codes
 
 template <typename T>
@@ -123,14 +123,7 @@ __global__ void __launch_bounds__(WARPS * 32)
   using T2 = typename H::T2;
   __shared__ float partial[WARPS][kRows][8 * NT];
 
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int g = lane / 4, t = lane % 4;
-  const int64_t row = static_cast<int64_t>(blockIdx.x) * kRows + g;
-  const int chunks = k / kChunk;
-  const int per_warp = (chunks + WARPS - 1) / WARPS;
-  const int begin = warp * per_warp;
-  const int end = min(chunks, begin + per_warp);
-
+  const auto [warp, g, t, begin, end, row] = pagoda_cuda::lane_tile<WARPS>(k / kChunk);
   const uint4* wa = reinterpret_cast<const uint4*>(words + row * stride_wn) + t;
   const uint4* wb = reinterpret_cast<const uint4*>(words + (row + 8) * stride_wn) + t;
   const T* sa = scales + row * stride_sn;
