@@ -69,8 +69,11 @@ class ModelSource:
 
         if override:
             return AutoTokenizer.from_pretrained(override)
-        if self.format == "gguf":
-            return self.gguf.load_tokenizer()
+        if self.format == "gguf":  # parsed only to convert it the first time
+            from pagoda.gguf.tokenizer import cached_tokenizer
+
+            tokenizer = cached_tokenizer(self.path)
+            return tokenizer if tokenizer is not None else self.gguf.load_tokenizer()
         return AutoTokenizer.from_pretrained(self.path)
 
     def generation_defaults(self) -> dict[str, Any]:
