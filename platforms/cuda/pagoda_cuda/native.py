@@ -105,4 +105,5 @@ def call(name: str, device: torch.device, *args: object) -> None:
 
 
 def pointer(t: torch.Tensor | None) -> int | None:
+    """A tensor's address for a launcher, None (a null pointer) for no tensor."""
     return None if t is None else t.data_ptr()

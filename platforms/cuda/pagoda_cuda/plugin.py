@@ -31,6 +31,18 @@ def native_fp8_unavailable() -> str | None:
     return TRITON() or provider_unavailable(FP8_CAPABILITY)
 
 
+_QUANT = "pagoda.kernels.triton.quant_linear"
+NATIVE_PROVIDERS = [
+    KernelProvider("woq_linear", "cuda_native", "pagoda_cuda.woq_ops:woq_linear", (PLATFORM,),
+                   priority=20, is_available="pagoda_cuda.plugin:native_unavailable",
+                   supports=f"{_QUANT}:supports_woq", prepare="pagoda_cuda.woq_ops:prepare_woq"),
+    KernelProvider("fp8_linear", "cuda_native", "pagoda_cuda.fp8_ops:fp8_linear", (PLATFORM,),
+                   priority=20, is_available="pagoda_cuda.plugin:native_fp8_unavailable",
+                   supports=f"{_QUANT}:supports_fp8", prepare=f"{_QUANT}:prepare_fp8"),
+]
+"""The CUDA C++ kernels of csrc/*_mma.cu for a few rows (Triton's for the rest), ahead of
+the Triton providers where they can run."""
+
 plugin = PlatformPlugin(
     PLATFORM, __version__, api_version=TARGET_PLUGIN_API, package="pagoda-cuda",
     description="NVIDIA GPUs through PyTorch + Triton",
@@ -39,17 +51,8 @@ plugin = PlatformPlugin(
     attention_backends=[AttentionBackendSpec(
         "triton", "pagoda_cuda.attention:CudaTritonAttentionBackend", (PLATFORM,),
         priority=10)],
-    kernel_providers=[*triton_kernel_providers(PLATFORM, TRITON, module="pagoda_cuda.triton_ops:KERNELS"),
-                      *triton_quant_providers(PLATFORM, TRITON, impls="pagoda_cuda.triton_ops:KERNELS"),
-                      # csrc/*_mma.cu for a few rows, the Triton kernels for the rest
-                      KernelProvider("woq_linear", "cuda_native", "pagoda_cuda.woq_ops:woq_linear",
-                                     (PLATFORM,), priority=20,
-                                     is_available="pagoda_cuda.plugin:native_unavailable",
-                                     supports="pagoda.kernels.triton.quant_linear:supports_woq",
-                                     prepare="pagoda_cuda.woq_ops:prepare_woq"),
-                      KernelProvider("fp8_linear", "cuda_native", "pagoda_cuda.fp8_ops:fp8_linear",
-                                     (PLATFORM,), priority=20,
-                                     is_available="pagoda_cuda.plugin:native_fp8_unavailable",
-                                     supports="pagoda.kernels.triton.quant_linear:supports_fp8",
-                                     prepare="pagoda.kernels.triton.quant_linear:prepare_fp8")],
+    kernel_providers=[
+        *triton_kernel_providers(PLATFORM, TRITON, module="pagoda_cuda.triton_ops:KERNELS"),
+        *triton_quant_providers(PLATFORM, TRITON, impls="pagoda_cuda.triton_ops:KERNELS"),
+        *NATIVE_PROVIDERS],
 )
