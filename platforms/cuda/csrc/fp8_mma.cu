@@ -149,32 +149,22 @@ __global__ void __launch_bounds__(WARPS * 32)
   }
 }
 
-template <typename T, int WARPS>
+template <typename T>
 cudaError_t launch(void* out, const void* x, const void* weight, const void* wscale,
                    const void* static_scale, const void* bias, int n, int k, int64_t stride_wn,
-                   cudaStream_t stream) {
-  auto kernel = fp8_mma_kernel<T, WARPS>;
+                   int warps, cudaStream_t stream) {
+  auto kernel = warps == 4 ? fp8_mma_kernel<T, 4> : fp8_mma_kernel<T, 8>;
   const int smem = k;  // x's codes
   if (smem > 48 * 1024) {
     const cudaError_t e =
         cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
     if (e != cudaSuccess) return e;
   }
-  kernel<<<n / kRows, WARPS * 32, smem, stream>>>(
+  kernel<<<n / kRows, warps * 32, smem, stream>>>(
       static_cast<T*>(out), static_cast<const T*>(x), static_cast<const uint8_t*>(weight),
       static_cast<const float*>(wscale), static_cast<const float*>(static_scale),
       static_cast<const T*>(bias), k, stride_wn);
   return cudaGetLastError();
-}
-
-template <typename T>
-cudaError_t launch_warps(int warps, void* out, const void* x, const void* weight,
-                         const void* wscale, const void* static_scale, const void* bias, int n,
-                         int k, int64_t stride_wn, cudaStream_t stream) {
-  if (warps == 4) {
-    return launch<T, 4>(out, x, weight, wscale, static_scale, bias, n, k, stride_wn, stream);
-  }
-  return launch<T, 8>(out, x, weight, wscale, static_scale, bias, n, k, stride_wn, stream);
 }
 
 }  // namespace
@@ -196,11 +186,11 @@ int pagoda_fp8_mma(int dtype, void* out, const void* x, const void* weight, cons
   auto s = static_cast<cudaStream_t>(stream);
   switch (dtype) {
     case pagoda_cuda::kBfloat16:
-      return launch_warps<__nv_bfloat16>(warps, out, x, weight, wscale, static_scale, bias, n,
-                                         k, stride_wn, s);
+      return launch<__nv_bfloat16>(out, x, weight, wscale, static_scale, bias, n, k, stride_wn,
+                                   warps, s);
     case pagoda_cuda::kFloat16:
-      return launch_warps<__half>(warps, out, x, weight, wscale, static_scale, bias, n, k,
-                                  stride_wn, s);
+      return launch<__half>(out, x, weight, wscale, static_scale, bias, n, k, stride_wn, warps,
+                            s);
     default:
       return pagoda_cuda::kBadType;
   }

@@ -43,7 +43,6 @@ template <>
 struct Half<__nv_bfloat16> {
   using T2 = __nv_bfloat162;
   static constexpr uint32_t kMagic = 0x43004300u;  // 128.0 in both halves
-  static __device__ T2 magic() { return __floats2bfloat162_rn(128.0f, 128.0f); }
   static __device__ T2 pair(__nv_bfloat16 v) { return __bfloat162bfloat162(v); }
   static __device__ void mma(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
     asm volatile(
@@ -58,7 +57,6 @@ template <>
 struct Half<__half> {
   using T2 = __half2;
   static constexpr uint32_t kMagic = 0x64006400u;  // 1024.0 in both halves
-  static __device__ T2 magic() { return __floats2half2_rn(1024.0f, 1024.0f); }
   static __device__ T2 pair(__half v) { return __half2half2(v); }
   static __device__ void mma(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
     asm volatile(
@@ -79,7 +77,8 @@ __device__ __forceinline__ uint32_t dequantize_pair(uint32_t word, typename Half
   uint32_t biased;
   asm("lop3.b32 %0, %1, %2, %3, 0xEA;" : "=r"(biased) : "r"(word), "n"(0x000F000F),
       "r"(Half<T>::kMagic));
-  T2 code = __hsub2(*reinterpret_cast<T2*>(&biased), Half<T>::magic());  // exact
+  uint32_t magic = Half<T>::kMagic;
+  T2 code = __hsub2(*reinterpret_cast<T2*>(&biased), *reinterpret_cast<T2*>(&magic));  // exact
   T2 weight = __hfma2(code, scale, offset);
   return *reinterpret_cast<uint32_t*>(&weight);
 }
@@ -185,43 +184,27 @@ __global__ void __launch_bounds__(WARPS * 32)
   }
 }
 
-template <typename T, int NT, int WARPS>
+template <typename T>
+using Kernel = decltype(&woq4_mma_kernel<T, 1, 8>);
+
+// The kernel for m rows (one 8-column MMA tile up to 8, two above) and `warps` warps.
+template <typename T>
+Kernel<T> pick(int m, int warps) {
+  if (m <= 8) return warps == 4 ? woq4_mma_kernel<T, 1, 4> : woq4_mma_kernel<T, 1, 8>;
+  return warps == 4 ? woq4_mma_kernel<T, 2, 4> : woq4_mma_kernel<T, 2, 8>;
+}
+
+template <typename T>
 cudaError_t launch(void* out, const void* x, const void* words, const void* scales,
                    const void* offsets, const void* bias, int m, int n, int k,
                    int64_t stride_xm, int64_t stride_om, int64_t stride_wn, int64_t stride_sn,
-                   int group_shift, cudaStream_t stream) {
-  woq4_mma_kernel<T, NT, WARPS><<<n / kRows, WARPS * 32, 0, stream>>>(
+                   int group_shift, int warps, cudaStream_t stream) {
+  pick<T>(m, warps)<<<n / kRows, warps * 32, 0, stream>>>(
       static_cast<T*>(out), static_cast<const T*>(x), static_cast<const uint32_t*>(words),
       static_cast<const T*>(scales), static_cast<const T*>(offsets),
       static_cast<const T*>(bias), m, k, stride_xm, stride_om, stride_wn, stride_sn,
       group_shift);
   return cudaGetLastError();
-}
-
-template <typename T, int WARPS>
-cudaError_t launch_rows(void* out, const void* x, const void* words, const void* scales,
-                        const void* offsets, const void* bias, int m, int n, int k,
-                        int64_t stride_xm, int64_t stride_om, int64_t stride_wn,
-                        int64_t stride_sn, int group_shift, cudaStream_t stream) {
-  if (m <= 8) {
-    return launch<T, 1, WARPS>(out, x, words, scales, offsets, bias, m, n, k, stride_xm,
-                               stride_om, stride_wn, stride_sn, group_shift, stream);
-  }
-  return launch<T, 2, WARPS>(out, x, words, scales, offsets, bias, m, n, k, stride_xm,
-                             stride_om, stride_wn, stride_sn, group_shift, stream);
-}
-
-template <typename T>
-cudaError_t launch_warps(int warps, void* out, const void* x, const void* words,
-                         const void* scales, const void* offsets, const void* bias, int m,
-                         int n, int k, int64_t stride_xm, int64_t stride_om, int64_t stride_wn,
-                         int64_t stride_sn, int group_shift, cudaStream_t stream) {
-  if (warps == 4) {
-    return launch_rows<T, 4>(out, x, words, scales, offsets, bias, m, n, k, stride_xm,
-                             stride_om, stride_wn, stride_sn, group_shift, stream);
-  }
-  return launch_rows<T, 8>(out, x, words, scales, offsets, bias, m, n, k, stride_xm, stride_om,
-                           stride_wn, stride_sn, group_shift, stream);
 }
 
 }  // namespace
@@ -246,12 +229,11 @@ int pagoda_woq4_mma(int dtype, void* out, const void* x, const void* words, cons
   auto s = static_cast<cudaStream_t>(stream);
   switch (dtype) {
     case pagoda_cuda::kBfloat16:
-      return launch_warps<__nv_bfloat16>(warps, out, x, words, scales, offsets, bias, m, n, k,
-                                         stride_xm, stride_om, stride_wn, stride_sn,
-                                         group_shift, s);
+      return launch<__nv_bfloat16>(out, x, words, scales, offsets, bias, m, n, k, stride_xm,
+                                   stride_om, stride_wn, stride_sn, group_shift, warps, s);
     case pagoda_cuda::kFloat16:
-      return launch_warps<__half>(warps, out, x, words, scales, offsets, bias, m, n, k,
-                                  stride_xm, stride_om, stride_wn, stride_sn, group_shift, s);
+      return launch<__half>(out, x, words, scales, offsets, bias, m, n, k, stride_xm, stride_om,
+                            stride_wn, stride_sn, group_shift, warps, s);
     default:
       return pagoda_cuda::kBadType;
   }

@@ -52,7 +52,7 @@ def fp8_linear(x: torch.Tensor, weight: ScaledWeight,
     """See `pagoda.ops.quant_reference.fp8_linear`; `weight` from `prepare_fp8`."""
     k, n = x.shape[-1], weight.shape[0]
     x2 = rows(x, k)
-    if x2.shape[0] != 1 or not fits(x2, weight, bias):
+    if not fits(x2, weight, bias):
         return KERNELS.fp8_linear(x, weight, bias)
     out = torch.empty((*x.shape[:-1], n), dtype=x.dtype, device=x.device)
     fp8_mma(out.view(-1, n), x2, weight, bias)

@@ -69,7 +69,7 @@ def woq_linear(x: torch.Tensor, weight: PackedGroupWeight,
     """See `pagoda.ops.quant_reference.woq_linear`; `weight` from `prepare_woq`."""
     k, n = x.shape[-1], weight.shape[0]
     x2 = rows(x, k)
-    if x2.shape[0] == 0 or not fits(x2, weight, bias):
+    if not fits(x2, weight, bias):
         return KERNELS.woq_linear(x, weight, bias)
     out = torch.empty((*x.shape[:-1], n), dtype=x.dtype, device=x.device)
     woq4_mma(out.view(-1, n), x2, weight, bias)
