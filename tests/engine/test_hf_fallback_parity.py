@@ -135,9 +135,10 @@ def test_padded_decode_graph_replays(checkpoint):
               num_kv_blocks=256, block_size=4)  # (reference: reads only the metadata's tensors)
     worker = llm.engine.core.executor.worker
     runner, capture = worker.runner, RerunCapture()
-    runner.graphs = DecodeGraphs(worker.model, runner.kv_caches, runner.builder, capture,
-                                 [2, 8], max_blocks_per_seq=16, block_size=4,
-                                 device=runner.device)
-    runner.graphs.capture_all()
+    graphs = DecodeGraphs(worker.model, runner.kv_caches, runner.builder, capture,
+                          [2, 8], max_blocks_per_seq=16, block_size=4,
+                          device=runner.device)
+    graphs.capture_all()
+    runner.graphs = [graphs]
     assert _generate(llm, MIXED) == expected
     assert capture.replays >= NEW_TOKENS - 1

@@ -149,10 +149,11 @@ def test_the_drafts_single_token_forwards_replay_decode_graphs(checkpoints, hf_t
                attention_backend="reference")
     drafter = llm.engine.core.executor.worker.runner.drafter
     capture = RerunCapture()
-    drafter.graphs = DecodeGraphs(drafter.model, drafter.kv_caches, drafter.builder, capture,
-                                  [1, 2, 4], max_blocks_per_seq=16, block_size=4,
-                                  device=drafter.device)
-    drafter.graphs.capture_all()
+    graphs = DecodeGraphs(drafter.model, drafter.kv_caches, drafter.builder, capture,
+                          [1, 2, 4], max_blocks_per_seq=16, block_size=4,
+                          device=drafter.device)
+    graphs.capture_all()
+    drafter.graphs = [graphs]
     outputs = _generate(llm, GREEDY)
     assert [o.outputs[0].token_ids for o in outputs] == hf_tokens
     assert capture.replays >= 2 * (NEW_TOKENS // 4)  # two a step after the first at least

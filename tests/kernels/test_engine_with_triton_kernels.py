@@ -69,3 +69,34 @@ def test_greedy_tokens_match_cpu_kernels(device: str, tmp_path: Path, arch: str,
         assert tokens == expected
     finally:
         reset_registries()
+
+
+def test_verify_graphs_with_the_triton_backend(device: str, tmp_path: Path,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """Speculative verify steps replayed from graphs of 1 + k tokens a sequence through the
+    Triton attention kernel: each captured step's tokens split among its sequences as the
+    drafts fall (padding tokens are sequences of length 0), the tokens HF's."""
+    if device != "cpu":
+        pytest.skip("on a GPU, tests/platforms/cuda captures real graphs")
+    from tests.engine.test_decode_graphs import capture_graphs
+    from tests.engine.test_speculative import NEW_TOKENS, PROMPTS, SPECULATIVE
+    from tests.engine.tiny_models import hf_greedy
+
+    path = make_checkpoint(tmp_path, tiny_configs()["llama"])
+    regs = get_registries()
+    try:
+        regs.attention_backends.add(AttentionBackendSpec(
+            "triton", "pagoda.kernels.triton.backend:TritonAttentionBackend", ("cpu",),
+            priority=100), "test")
+        llm = LLM(str(path), device="cpu", dtype="float32", num_kv_blocks=128, block_size=4,
+                  attention_backend="triton", enforce_eager=True, graph_batch_sizes=[2, 4],
+                  **SPECULATIVE)
+        replays = capture_graphs(llm, monkeypatch)
+        params = SamplingParams(temperature=0.0, max_tokens=NEW_TOKENS, ignore_eos=True)
+        outputs = llm.generate([{"prompt_token_ids": p} for p in PROMPTS], params,
+                               use_tqdm=False)
+        assert [o.outputs[0].token_ids for o in outputs] == hf_greedy(path, PROMPTS,
+                                                                       NEW_TOKENS)
+        assert replays["ModelRunner", 4] >= NEW_TOKENS // 4
+    finally:
+        reset_registries()

@@ -167,6 +167,11 @@ class AttentionBackend(ABC):
     """Whether a decode step may be captured as a device graph: `forward` reads only the
     metadata's tensors; its host fields then describe the largest batch of the capture
     (padding rows have sequence length 0 and slot -1) and may only steer launch choices."""
+    supports_multi_token_graphs: ClassVar[bool] = False
+    """Whether a captured step of up to n tokens a sequence (speculative decoding's verify
+    steps) may be replayed for any split of its tokens among its sequences: `forward` reads
+    the split from `query_start_loc` on the device, and each padding token is a sequence
+    of its own (length 0, slot -1), with sequences of no tokens after them."""
 
     @classmethod
     def unavailable_reason(cls) -> str | None:

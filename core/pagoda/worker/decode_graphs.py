@@ -1,9 +1,17 @@
-"""Decode steps replayed from device graphs: one capture per padded batch size.
+"""Decode steps replayed from device graphs: one capture per padded step size.
 
-A step where every sequence computes one token is padded up to the next captured size
-and replayed with one call, instead of launching every kernel of every layer from
-Python. Padding rows write no KV (slot -1) and attend to nothing (sequence length 0);
-their outputs are dropped.
+A step where every sequence computes at most `query_len` tokens (1: plain decoding; 1 + k:
+the verification of k drafts of speculative decoding) is padded up to the next captured
+token count and replayed with one call, instead of launching every kernel of every layer
+from Python. The step's tokens keep their rows; padding tokens follow them, each a
+sequence of its own that writes no KV (slot -1) and attends to nothing (sequence length
+0), and their outputs are dropped. A captured step holds as many sequences as tokens, so
+any step of at most that many tokens fits.
+
+Plain decode graphs take any backend that `supports_graph_capture`. Graphs of several
+tokens a sequence replay steps whose tokens are split among their sequences in any way
+(some requests verify fewer drafts than others), so they need a backend that
+`supports_multi_token_graphs`.
 """
 
 from __future__ import annotations
@@ -11,8 +19,9 @@ from __future__ import annotations
 import bisect
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch import nn
@@ -39,7 +48,7 @@ class _Graph:
 
 
 class DecodeGraphs:
-    """Static input buffers and one captured forward pass per batch size."""
+    """Static input buffers and one captured forward pass per step size (in tokens)."""
 
     def __init__(
         self,
@@ -51,13 +60,17 @@ class DecodeGraphs:
         max_blocks_per_seq: int,
         block_size: int,
         device: torch.device,
+        query_len: int = 1,
     ):
+        """`sizes`: the token counts captured; `query_len`: the most tokens a sequence of
+        a replayed step computes."""
         self.model = model
         self.kv_caches = kv_caches
         self.builder = builder
         self.capture_api = capture
         self.sizes = sorted(sizes)
         self.block_size = block_size
+        self.query_len = query_len
         n = self.sizes[-1]
         self.input_ids = torch.zeros(n, dtype=torch.int64, device=device)
         self.positions = torch.zeros(n, dtype=torch.int64, device=device)
@@ -65,22 +78,24 @@ class DecodeGraphs:
         self.block_tables = torch.zeros(n, max_blocks_per_seq, dtype=torch.int32, device=device)
         self.seq_lens = torch.zeros(n, dtype=torch.int32, device=device)
         self.query_start_loc = torch.arange(n + 1, dtype=torch.int32, device=device)
+        self._counts = torch.arange(2 * n + 2, dtype=torch.int32, device=device)
+        """0, 1, 2, ...: padding sequences' query starts are a slice of it."""
         self.graphs: dict[int, _Graph] = {}
 
     @property
-    def max_batch_size(self) -> int:
+    def max_num_tokens(self) -> int:
         return self.sizes[-1]
 
-    def padded_size(self, num_seqs: int) -> int | None:
-        """The captured size a decode step of `num_seqs` sequences runs at, if any."""
-        i = bisect.bisect_left(self.sizes, num_seqs)
+    def padded_size(self, num_tokens: int) -> int | None:
+        """The captured size a step of `num_tokens` tokens runs at, if any."""
+        i = bisect.bisect_left(self.sizes, num_tokens)
         return self.sizes[i] if i < len(self.sizes) else None
 
     def can_run(self, inputs: StepInputs) -> bool:
         meta = inputs.metadata
-        return (meta.max_query_len == 1 and bool(self.graphs)
-                and meta.num_seqs <= self.max_batch_size
-                and inputs.metadata.block_tables.shape[1] <= self.block_tables.shape[1])
+        return (meta.max_query_len <= self.query_len and bool(self.graphs)
+                and inputs.input_ids.shape[0] <= self.max_num_tokens
+                and meta.block_tables.shape[1] <= self.block_tables.shape[1])
 
     def _metadata(self, size: int) -> AttentionMetadata:
         """Metadata over the static buffers; host fields are the capture's worst case so
@@ -93,7 +108,7 @@ class DecodeGraphs:
             seq_lens=self.seq_lens[:size],
             query_start_loc_cpu=list(range(size + 1)),
             seq_lens_cpu=[self.block_tables.shape[1] * self.block_size] * size,
-            max_query_len=1,
+            max_query_len=self.query_len,
             max_seq_len=self.block_tables.shape[1] * self.block_size,
         ))
 
@@ -102,32 +117,50 @@ class DecodeGraphs:
                           self._metadata(size))
 
     @torch.inference_mode()
-    def capture_all(self) -> None:
-        """Capture every size, largest first so that smaller graphs reuse its memory."""
+    def capture_all(self, pool: Any = None) -> Any:
+        """Capture every size, largest first so that smaller graphs reuse its memory, into
+        `pool` (None: a new one); returns the pool, which other graphs may share."""
         start = time.perf_counter()
-        pool = self.capture_api.new_pool()
+        pool = self.capture_api.new_pool() if pool is None else pool
         for size in reversed(self.sizes):
             self._forward(size)  # warm-up outside the graph: compiles kernels, sets up libraries
             replay, hidden = self.capture_api.capture(lambda s=size: self._forward(s), pool)
             self.graphs[size] = _Graph(replay, hidden)
-        logger.info("Captured %d decode graphs (batch sizes %d..%d) in %.1f s",
-                    len(self.sizes), self.sizes[0], self.sizes[-1], time.perf_counter() - start)
+        logger.info("Captured %d graphs of steps of up to %d token(s) a sequence (%d..%d "
+                    "tokens) in %.1f s", len(self.sizes), self.query_len, self.sizes[0],
+                    self.sizes[-1], time.perf_counter() - start)
+        return pool
 
     def run(self, inputs: StepInputs) -> torch.Tensor:
-        """Hidden states [num_seqs, hidden] of a decode step (see `can_run`)."""
+        """Hidden states [num_tokens, hidden] of the step (see `can_run`)."""
         meta = inputs.metadata
-        n = meta.num_seqs
-        size = self.padded_size(n)
+        t, n = inputs.input_ids.shape[0], meta.num_seqs
+        size = self.padded_size(t)
         assert size is not None
         width = meta.block_tables.shape[1]
-        self.input_ids[:n].copy_(inputs.input_ids, non_blocking=True)
-        self.positions[:n].copy_(inputs.positions, non_blocking=True)
-        self.slot_mapping[:n].copy_(meta.slot_mapping, non_blocking=True)
+        self.input_ids[:t].copy_(inputs.input_ids, non_blocking=True)
+        self.positions[:t].copy_(inputs.positions, non_blocking=True)
+        self.slot_mapping[:t].copy_(meta.slot_mapping, non_blocking=True)
         self.block_tables[:n, :width].copy_(meta.block_tables, non_blocking=True)
         self.seq_lens[:n].copy_(meta.seq_lens, non_blocking=True)
+        if self.query_len > 1:  # the step's own split; padding tokens follow as below
+            self.query_start_loc[: n + 1].copy_(meta.query_start_loc, non_blocking=True)
         if size > n:
-            self.slot_mapping[n:size].fill_(-1)
+            # Sequences n, n + 1, ... own one padding token each (tokens t, t + 1, ...) and
+            # those past the last padding token none.
+            if self.query_len > 1:
+                torch.clamp(self._counts[t + 1 : t + 1 + size - n], max=size,
+                            out=self.query_start_loc[n + 1 : size + 1])
+            self.slot_mapping[t:size].fill_(-1)
             self.seq_lens[n:size].fill_(0)
         graph = self.graphs[size]
         graph.replay()
-        return graph.hidden[:n]
+        return graph.hidden[:t]
+
+
+def replay(graphs: Sequence[DecodeGraphs], inputs: StepInputs) -> torch.Tensor | None:
+    """The step's hidden states from the first of `graphs` that can run it, or None."""
+    for family in graphs:
+        if family.can_run(inputs):
+            return family.run(inputs)
+    return None

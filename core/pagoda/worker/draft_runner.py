@@ -26,7 +26,7 @@ from pagoda.attention.backend import AttentionBackend, AttentionMetadataBuilder,
 from pagoda.engine.scheduler_output import ScheduledRequest, SchedulerOutput
 from pagoda.platforms.step_padding import StepPadding
 from pagoda.sample import Sampler, SamplingState
-from pagoda.worker.decode_graphs import DecodeGraphs
+from pagoda.worker.decode_graphs import DecodeGraphs, replay
 from pagoda.worker.kv_caches import allocate_kv_caches
 from pagoda.worker.step_inputs import StepInputs, build_step_inputs
 from pagoda.worker.step_result import SampledRow
@@ -94,9 +94,10 @@ class DraftRunner:
         self.padding = padding
         self.computed: dict[str, int] = {}
         """Request id -> positions whose KV the draft's cache holds."""
-        self.graphs: DecodeGraphs | None = None
-        """Its forwards of one token a request replayed from device graphs (the proposing
-        ones after the first, and a first one with nothing to catch up)."""
+        self.graphs: list[DecodeGraphs] = []
+        """Its forwards replayed from device graphs, tried in order: those of one token a
+        request (the proposing ones after the first, and a first one with nothing to
+        catch up), then those of a few (a first one catching up)."""
 
     def propose(self, step: SchedulerOutput, states: dict[str, SamplingState],
                 fill_in_flight: Callable[[list[ScheduledRequest], StepInputs], None]
@@ -179,7 +180,8 @@ class DraftRunner:
         return self._forward(inputs)[: len(items)]
 
     def _forward(self, inputs: StepInputs) -> torch.Tensor:
-        if self.graphs is not None and self.graphs.can_run(inputs):
-            return self.graphs.run(inputs)
+        hidden = replay(self.graphs, inputs)
+        if hidden is not None:
+            return hidden
         return self.model(inputs.input_ids, inputs.positions, self.kv_caches,
                           self.builder.build(inputs.metadata))

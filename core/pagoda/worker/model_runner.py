@@ -39,7 +39,7 @@ from pagoda.platforms.platform import Platform
 from pagoda.platforms.step_padding import StepPadding
 from pagoda.sample import Sampler, SamplingState, compute_prompt_logprobs
 from pagoda.structured.engine import GrammarBitmask
-from pagoda.worker.decode_graphs import DecodeGraphs
+from pagoda.worker.decode_graphs import DecodeGraphs, replay
 from pagoda.worker.draft_runner import DraftProposals, DraftRunner
 from pagoda.worker.step_inputs import StepInputs, build_step_inputs
 from pagoda.worker.step_result import (
@@ -78,7 +78,8 @@ class ModelRunner(StepRunner):
         self.sample_device = torch.device("cpu") if platform.samples_on_host else device
         self.sampler = Sampler(device=self.sample_device, seed=seed)
         self.states: dict[str, SamplingState] = {}
-        self.graphs: DecodeGraphs | None = None
+        self.graphs: list[DecodeGraphs] = []
+        """Captured steps, tried in order: plain decode steps, then verify steps."""
         self._last_sampled: torch.Tensor | None = None
         """The previous step's sampled ids, on the device."""
         self._last_rows: dict[str, int] = {}
@@ -148,9 +149,8 @@ class ModelRunner(StepRunner):
         inputs.input_ids.index_copy_(0, where, proposals.tokens)
 
     def _forward(self, inputs: StepInputs, **model_inputs: Any) -> torch.Tensor | None:
-        if self.graphs is not None and self.graphs.can_run(inputs):
-            return self.graphs.run(inputs)
-        return super()._forward(inputs, **model_inputs)
+        hidden = replay(self.graphs, inputs)
+        return hidden if hidden is not None else super()._forward(inputs, **model_inputs)
 
     def _gather_logits(self, hidden: torch.Tensor, rows: list[int]) -> torch.Tensor:
         """Logits [len(rows), V] of those rows of hidden states, on the sampling device;

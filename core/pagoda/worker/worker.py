@@ -9,7 +9,11 @@ from typing import Any
 import torch
 
 from pagoda.attention import AttentionBackend
-from pagoda.attention.backend import AttentionConfig, kv_cache_dtype_label
+from pagoda.attention.backend import (
+    AttentionConfig,
+    AttentionMetadataBuilder,
+    kv_cache_dtype_label,
+)
 from pagoda.attention.selector import select_attention_backend
 from pagoda.config import EngineConfig
 from pagoda.config.engine_config import parse_dtype, parse_kv_cache_dtype
@@ -265,23 +269,46 @@ class Worker(WorkerBase):
         if self.draft is not None:
             self.runner.drafter = self.draft.runner(num_blocks, self.device, self.runner.sampler,
                                                     self.runner.sample_device, padding)
+        self._capture_graphs(kv_caches, builder, max_blocks)
+
+    def _capture_graphs(self, kv_caches: list[torch.Tensor], builder: AttentionMetadataBuilder,
+                        max_blocks: int) -> None:
+        """Decode steps (and with speculation, verify steps) of the model and of its draft
+        as device graphs, where the platform records them and the backend replays them;
+        one device only: pipeline stages hand activations on between graphs, and the
+        collective backend's all-reduce is not known to be capturable."""
         capture = self.platform.graph_capture()
-        if (capture is not None and not self.config.enforce_eager
-                and self.attn_backend.supports_graph_capture
-                and self.config.parallel.world_size == 1):
-            # One device only: pipeline stages hand activations on between graphs, and the
-            # collective backend's all-reduce is not known to be capturable.
-            sizes = self.config.graph_batch_sizes or default_capture_sizes(sched.max_num_seqs)
-            self.runner.graphs = DecodeGraphs(self.model, kv_caches, builder, capture, sizes,
-                                              max_blocks, block_size, self.device)
-            self.runner.graphs.capture_all()
-            drafter = self.runner.drafter
-            if (drafter is not None and self.draft is not None
-                    and self.draft.attn_backend.supports_graph_capture):
-                drafter.graphs = DecodeGraphs(drafter.model, drafter.kv_caches,
-                                              drafter.builder, capture, sizes, max_blocks,
-                                              block_size, self.device)
-                drafter.graphs.capture_all()
+        if (capture is None or self.config.enforce_eager
+                or self.config.parallel.world_size > 1):
+            return
+        assert isinstance(self.runner, ModelRunner)
+        sched = self.config.scheduler
+        sizes = self.config.graph_batch_sizes or default_capture_sizes(sched.max_num_seqs)
+        families = [(1, sizes)]
+        spec = self.config.speculative
+        if spec.speculative_method is not None:
+            # Verify steps: up to 1 + k tokens a sequence, as many sequences as above.
+            width = 1 + spec.num_speculative_tokens
+            families.append((width, sorted({min(s * width, sched.max_num_batched_tokens)
+                                            for s in sizes})))
+        models = [(self.runner, self.model, kv_caches, builder, self.attn_backend)]
+        drafter = self.runner.drafter
+        if drafter is not None and self.draft is not None:
+            models.append((drafter, drafter.model, drafter.kv_caches, drafter.builder,
+                           self.draft.attn_backend))
+        captures: list[DecodeGraphs] = []
+        for runner, model, caches, model_builder, backend in models:
+            for width, family_sizes in families:
+                if backend.supports_graph_capture and (
+                        width == 1 or backend.supports_multi_token_graphs):
+                    runner.graphs.append(DecodeGraphs(
+                        model, caches, model_builder, capture, family_sizes, max_blocks,
+                        self.kv_spec.block_size, self.device, width))
+                    captures.append(runner.graphs[-1])
+        # Largest first, all in one pool: smaller graphs reuse the largest's memory.
+        pool = None
+        for graphs in sorted(captures, key=lambda g: -g.max_num_tokens):
+            pool = graphs.capture_all(pool)
 
     def execute_model(self, scheduler_output: SchedulerOutput) -> ModelRunnerOutput:
         assert self.runner is not None, "initialize_cache() must run before execute_model()"
@@ -315,7 +342,7 @@ class Worker(WorkerBase):
             "dtype": str(self._dtypes()[0]).removeprefix("torch."),
             "kv_cache_dtype": kv_cache_dtype_label(self._dtypes()[1]),
             "quantization": self.quant_method.name,
-            "graph_batch_sizes": self.runner.graphs.sizes
+            "graph_batch_sizes": self.runner.graphs[0].sizes
             if isinstance(self.runner, ModelRunner) and self.runner.graphs else [],
             "runner": "pooling" if self.pooling else "generate",
             "kv_cache_layers": self.num_layers,

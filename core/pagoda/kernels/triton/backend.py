@@ -62,6 +62,7 @@ class TritonAttentionBackend(AttentionBackend):
     supported_kv_cache_dtypes = (torch.bfloat16, torch.float16, torch.float32,
                                  FP8_KV_CACHE_DTYPE)
     supports_graph_capture = True
+    supports_multi_token_graphs = True
 
     @classmethod
     def validate(cls, config: AttentionConfig) -> list[str]:
