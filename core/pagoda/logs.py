@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import logging
 
-LOG_FORMAT = "%(levelname)s %(name)s: %(message)s"
+LOG_FORMAT = "%(levelname)s %(asctime)s.%(msecs)03d %(name)s: %(message)s"
+DATE_FORMAT = "%m-%d %H:%M:%S"
+"""Month-day and wall-clock time to the millisecond: start-up phases read off the log."""
 
 
 def _pagoda_or_warning(record: logging.LogRecord) -> bool:
@@ -20,7 +22,7 @@ def configure(level: int | str = logging.INFO) -> None:
     if root.handlers:
         return
     handler = logging.StreamHandler()
-    handler.setFormatter(logging.Formatter(LOG_FORMAT))
+    handler.setFormatter(logging.Formatter(LOG_FORMAT, DATE_FORMAT))
     handler.addFilter(_pagoda_or_warning)
     root.addHandler(handler)
     root.setLevel(level)

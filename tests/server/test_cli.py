@@ -15,7 +15,8 @@ import httpx
 from tests.server.conftest import CHAT_TEMPLATE, MODEL
 from tests.server.openai_spec import validate
 
-LOG_LINE = re.compile(r"^(DEBUG|INFO|WARNING|ERROR|CRITICAL) \S+: ", re.MULTILINE)
+LOG_LINE = re.compile(r"^(DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d\.\d{3} \S+: ",
+                      re.MULTILINE)
 """A line in Pagoda's log format (pagoda.logs.LOG_FORMAT)."""
 
 
@@ -156,3 +157,16 @@ def test_serve_refuses_bad_options_and_unusable_devices_at_once(tiny_model: Path
     missing = pagoda("serve", str(tiny_model), "--device", "cuda", timeout=60)
     assert missing.returncode != 0 and "pagoda serve: error:" in missing.stderr
     assert "cuda" in missing.stderr and "Traceback" not in missing.stderr
+
+
+def test_log_lines_carry_their_time():
+    """LOG_LINE (which the tests above look for) matches a line of Pagoda's format, and the
+    line carries its wall-clock time to the millisecond."""
+    import logging
+
+    from pagoda.logs import DATE_FORMAT, LOG_FORMAT
+
+    record = logging.LogRecord("pagoda.worker", logging.INFO, __file__, 1, "Loaded", None, None)
+    line = logging.Formatter(LOG_FORMAT, DATE_FORMAT).format(record)
+    assert LOG_LINE.match(line), line
+    assert re.search(r" \d\d:\d\d:\d\d\.\d{3} ", line)

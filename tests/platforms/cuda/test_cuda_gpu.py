@@ -196,6 +196,39 @@ def test_graphs_and_overlap_match_eager_sync_steps(tmp_path: Path) -> None:
     assert tight.engine.core.stats().kv_cache_usage == 0.0
 
 
+@pytest.mark.parametrize("method", ["ngram", "draft"])
+def test_speculative_verify_graphs_match_eager_steps(tmp_path: Path, method: str) -> None:
+    """Speculative steps replayed from graphs (verify steps of 1 + k tokens a sequence, the
+    draft's forwards) give the tokens of eager steps and HF's, float32."""
+    from tests.engine.test_speculative import NEW_TOKENS, PROMPTS, SPECULATIVE
+    from tests.engine.tiny_models import hf_greedy
+
+    path = str(make_checkpoint(tmp_path, tiny_configs()["llama"]))
+    options = dict(SPECULATIVE) if method == "ngram" else {
+        "speculative_method": "draft", "speculative_model": path, "num_speculative_tokens": 3}
+    common = dict(dtype="float32", block_size=16, num_kv_blocks=256, **options)
+    fast = LLM(path, device="cuda", **common)
+    runner = fast.engine.core.executor.worker.runner
+    assert [g.query_len for g in runner.graphs] == [1, 4]
+    replays = []
+    verify = runner.graphs[1]
+    run = verify.run
+    verify.run = lambda inputs: (replays.append(inputs.input_ids.shape[0]), run(inputs))[1]
+    eager = LLM(path, device="cuda", enforce_eager=True, **common)
+    params = SamplingParams(temperature=0.0, max_tokens=NEW_TOKENS, ignore_eos=True)
+
+    def greedy(llm: LLM) -> list[list[int]]:
+        outs = llm.generate([{"prompt_token_ids": p} for p in PROMPTS], params, use_tqdm=False)
+        assert sum(int(o.metrics.get("spec_accepted_tokens", 0)) for o in outs) > 0
+        return [o.outputs[0].token_ids for o in outs]
+
+    expected = hf_greedy(Path(path), PROMPTS, NEW_TOKENS)
+    assert greedy(fast) == greedy(eager) == expected
+    assert len(replays) >= NEW_TOKENS // 4
+    if method == "draft":
+        assert [g.query_len for g in runner.drafter.graphs] == [1, 4]
+
+
 def test_launching_a_step_does_not_wait_for_the_gpu(tmp_path: Path) -> None:
     """No device-to-host sync while a step is launched: the host reads sampled ids later."""
     path = str(make_checkpoint(tmp_path, tiny_configs()["llama"]))
