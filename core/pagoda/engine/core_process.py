@@ -10,9 +10,7 @@ exits on `Shutdown`, or when the pipe breaks (the parent died).
 from __future__ import annotations
 
 import ctypes
-import functools
 import logging
-import pickle
 import queue
 import signal
 import threading
@@ -40,24 +38,21 @@ from pagoda.model_source import ModelSource
 
 
 def run_engine_core(conn: Connection, config: EngineConfig, source: ModelSource,
-                    log_level: int = logging.WARNING, data_parallel_rank: int = 0,
-                    tokenizer: bytes | None = None) -> None:
+                    log_level: int = logging.WARNING, data_parallel_rank: int = 0) -> None:
     """The process's entry point: read the model's HF config (the front end imports no
     torch, which transformers' configs need), build the core, report Ready with the
     config's `vocab_size` and `eos_token_id` in its info (or CoreFailed), serve.
-    `log_level`: the parent's, so the core's start-up lines show where the parent's do;
-    `tokenizer`: the front end's, pickled: unpickled when the first grammar compiles (a
-    tokenizer is some 30 MiB resident, which a core without grammars need not hold)."""
+    `log_level`: the parent's, so the core's start-up lines show where the parent's do.
+    The core loads the tokenizer itself when it needs one (its first grammar, a draft
+    model's check), while the front end loads its own as the core starts."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
     logs.configure(log_level)
     try:
         hf_config, config.model.max_model_len = model_config(config, source)
         if config.speculative.speculative_model is not None:  # (the front end cannot: torch)
-            check_draft_model(config, hf_config, pickle.loads(tokenizer) if tokenizer
-                              else source.tokenizer(config.model.tokenizer))
+            check_draft_model(config, hf_config, source.tokenizer(config.model.tokenizer))
         core = EngineCore(config, source, hf_config, config.model.max_model_len,
-                          data_parallel_rank,
-                          None if tokenizer is None else functools.partial(pickle.loads, tokenizer))
+                          data_parallel_rank)
         _return_free_heap()
     except BaseException as exc:
         conn.send(CoreFailed(repr(exc), traceback.format_exc()))

@@ -39,6 +39,7 @@ from pagoda.frontend.request_streams import Output, RequestCounters, Stream, del
 from pagoda.frontend.restarts import RestartBudget
 from pagoda.inputs import PromptInput
 from pagoda.lora.request import LoRARequest
+from pagoda.model_source import resolve_model
 from pagoda.outputs import EngineStats, PoolingRequestOutput, RequestOutput
 from pagoda.pooling import PoolerSpec
 from pagoda.pooling_params import PoolingParams
@@ -63,15 +64,8 @@ class AsyncLLM:
     def __init__(self, config: EngineConfig, *, restart_engine: bool = False,
                  restart_budget: RestartBudget | None = None):
         self.config = config
-        self.frontend = ModelFrontend.load(config, core_in_process=False)
-        self.tokenizer: Any = self.frontend.tokenizer
-        self.generation_defaults: dict[str, Any] = self.frontend.generation_defaults
-        self.served_model_names: list[str] = (config.model.served_model_name
-                                              or [self.frontend.source.name])
-        self.model_name: str = self.served_model_names[0]
         self._lock = threading.Lock()
         self._streams: dict[str, Stream] = {}
-        self._output_processor = OutputProcessor(self.tokenizer)
         self._counters = RequestCounters()
         self._last_stats = [_NO_STATS] * config.parallel.data_parallel_size
         self.supervisor = CoreSupervisor(
@@ -85,8 +79,21 @@ class AsyncLLM:
                               (sched.max_num_seqs + sched.max_waiting_requests)
                               * config.parallel.data_parallel_size)
         """Most requests in the engine at once (running and waiting), or None."""
-        self._cores = EngineCores(config, self.frontend.source, self._on_outputs,
-                                  self.supervisor.on_death, self.tokenizer)
+        # The cores start first and the tokenizer loads while they do (each takes seconds).
+        source = resolve_model(config.model.model)
+        self._cores = EngineCores(config, source, self._on_outputs, self.supervisor.on_death)
+        try:
+            self.frontend = ModelFrontend.load(config, core_in_process=False, source=source)
+        except BaseException:
+            self._cores.shutdown()
+            raise
+        self.tokenizer: Any = self.frontend.tokenizer
+        self.generation_defaults: dict[str, Any] = self.frontend.generation_defaults
+        self.served_model_names: list[str] = (config.model.served_model_name
+                                              or [source.name])
+        self.model_name: str = self.served_model_names[0]
+        self._output_processor = OutputProcessor(self.tokenizer)
+        self._cores.wait_ready()
         self.supervisor.watch(self._cores)
         self.info: dict[str, Any] = self._cores.info
         self.frontend.set_model_facts(self.info["vocab_size"], self.info["eos_token_id"],

@@ -11,7 +11,6 @@ import atexit
 import itertools
 import logging
 import multiprocessing
-import pickle
 import queue
 import threading
 from collections.abc import Callable
@@ -70,7 +69,7 @@ class EngineCoreClient:
 
     def __init__(self, config: EngineConfig, source: ModelSource,
                  on_outputs: Callable[[StepOutputs], None], on_death: Callable[[str], None],
-                 data_parallel_rank: int = 0, tokenizer: Any = None):
+                 data_parallel_rank: int = 0):
         self._on_outputs = on_outputs
         self._on_death = on_death
         self._lock = threading.Lock()
@@ -90,8 +89,7 @@ class EngineCoreClient:
         self.process = ctx.Process(
             target=run_engine_core, name="pagoda-engine-core",
             args=(child_conn, config, replace(source),
-                  logging.getLogger().getEffectiveLevel(), data_parallel_rank,
-                  None if tokenizer is None else pickle.dumps(tokenizer)),
+                  logging.getLogger().getEffectiveLevel(), data_parallel_rank),
         )
         self.process.start()
         child_conn.close()

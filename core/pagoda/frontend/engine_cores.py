@@ -39,7 +39,8 @@ def combined_stats(stats: list[EngineStats]) -> EngineStats:
 
 
 class EngineCores:
-    """Starts the cores (all at once) and blocks until every one is ready.
+    """Starts the cores (all at once); `wait_ready` blocks until every one is ready, and
+    must come before anything else.
 
     `on_outputs(rank, message)` and `on_death(rank, reason)` run on the cores' reader
     threads. A core marked `down` (dead, a new one starting: `restart`) takes no new
@@ -48,36 +49,37 @@ class EngineCores:
 
     def __init__(self, config: EngineConfig, source: ModelSource,
                  on_outputs: Callable[[int, StepOutputs], None],
-                 on_death: Callable[[int, str], None], tokenizer: Any = None):
-        """`tokenizer`: the front end's, handed to each core (grammars need one)."""
-        self._start = functools.partial(self._client, config, source, on_outputs, on_death,
-                                        tokenizer)
+                 on_death: Callable[[int, str], None]):
+        self._start = functools.partial(self._client, config, source, on_outputs, on_death)
         self.down: set[int] = set()
         """Cores that died and are being restarted."""
         self._starting: dict[int, EngineCoreClient] = {}
         self._closed = False
         self.clients = [self._start(rank)
                         for rank in range(config.parallel.data_parallel_size)]
+        self.balancer = LoadBalancer(len(self.clients), config.cache.block_size)
+        self._core_of: dict[str, int] = {}
+        self.info: dict[str, Any] = {}
+        self.max_model_len = 0
+
+    def wait_ready(self) -> None:
+        """Block until every core is ready (EngineStartupError if one fails: then all are
+        shut down); `info` and `max_model_len` are the cores' from then on."""
         try:
             for client in self.clients:
                 client.wait_ready()
         except BaseException:
             self.shutdown()
             raise
-        self.balancer = LoadBalancer(len(self.clients), config.cache.block_size)
-        self._core_of: dict[str, int] = {}
-        self.info: dict[str, Any] = {**self.clients[0].info,
-                                     "data_parallel_size": len(self.clients)}
+        self.info = {**self.clients[0].info, "data_parallel_size": len(self.clients)}
         self.max_model_len = min(client.max_model_len for client in self.clients)
 
     @staticmethod
     def _client(config: EngineConfig, source: ModelSource,
                 on_outputs: Callable[[int, StepOutputs], None],
-                on_death: Callable[[int, str], None], tokenizer: Any,
-                rank: int) -> EngineCoreClient:
+                on_death: Callable[[int, str], None], rank: int) -> EngineCoreClient:
         return EngineCoreClient(config, source, functools.partial(on_outputs, rank),
-                                functools.partial(on_death, rank), data_parallel_rank=rank,
-                                tokenizer=tokenizer)
+                                functools.partial(on_death, rank), data_parallel_rank=rank)
 
     @property
     def pids(self) -> list[int | None]:

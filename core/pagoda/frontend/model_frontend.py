@@ -109,11 +109,13 @@ class ModelFrontend:
     """What LoRA adapters must fit (set with the other model facts)."""
 
     @classmethod
-    def load(cls, config: EngineConfig, core_in_process: bool = True) -> ModelFrontend:
-        """Resolve and load the model's front-end pieces. With `core_in_process` also the
-        HF config (filling in config.model.max_model_len); without it nothing that imports
-        torch (the tokenizer class is chosen in a child process)."""
-        source = resolve_model(config.model.model)
+    def load(cls, config: EngineConfig, core_in_process: bool = True,
+             source: ModelSource | None = None) -> ModelFrontend:
+        """Resolve (unless `source` is given) and load the model's front-end pieces. With
+        `core_in_process` also the HF config (filling in config.model.max_model_len);
+        without it nothing that imports torch (the tokenizer class is chosen in a child
+        process)."""
+        source = source or resolve_model(config.model.model)
         if core_in_process:
             tokenizer = source.tokenizer(config.model.tokenizer)
         else:
