@@ -7,12 +7,12 @@ from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
-from gguf import GGUFReader
 from transformers import PretrainedConfig, PreTrainedTokenizerBase
 
 from pagoda.gguf.config import arch_spec, build_config
 from pagoda.gguf.dequant import dequantize, torch_shape
 from pagoda.gguf.fields import GGUFMetadata
+from pagoda.gguf.reader import LazyArrayReader
 from pagoda.gguf.rope import TENSOR as ROPE_FREQS
 from pagoda.gguf.tokenizer import load_tokenizer
 from pagoda.gguf.weights import iter_hf_weights
@@ -29,7 +29,7 @@ class GGUFModel:
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path)
-        self._reader = GGUFReader(self.path)
+        self._reader = LazyArrayReader(self.path)
         self.metadata = GGUFMetadata(self._reader)
         self.arch = arch_spec(self.metadata.architecture)
         shapes = {t.name: torch_shape(t) for t in self._reader.tensors}

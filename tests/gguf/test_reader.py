@@ -1,0 +1,63 @@
+"""LazyArrayReader against gguf's own GGUFReader: the same metadata values (its arrays
+decoded on request), the same tensors, in both byte orders and on the real SmolLM2 file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from gguf import GGUFEndian, GGUFReader, GGUFValueType, GGUFWriter
+
+from pagoda.gguf.fields import GGUFMetadata
+from pagoda.gguf.reader import LazyArrayReader, is_lazy_array
+
+ARRAYS = {
+    "test.strings": ["a", "", "Ġhello", "日本語", "<|im_end|>"] * 40,
+    "test.ints": [-3, 0, 7, 2**31 - 1],
+    "test.floats": [0.5, -1.25, 3.0e-5],
+    "test.bools": [True, False, True],
+    "test.nested": [[1, 2], [3, 4, 5]],
+}
+
+
+def _same(path: Path) -> None:
+    stock, lazy = GGUFReader(path), LazyArrayReader(path)
+    assert list(lazy.fields) == list(stock.fields)
+    meta = GGUFMetadata(lazy)
+    for key, field in stock.fields.items():
+        assert meta.get(key) == GGUFMetadata(stock).get(key), key
+        if field.types[:1] == [GGUFValueType.ARRAY] and len(field.data) > 1:
+            assert is_lazy_array(lazy.fields[key]) or key == "test.nested", key
+    assert lazy.data_offset == stock.data_offset
+    for a, b in zip(stock.tensors, lazy.tensors, strict=True):
+        assert (a.name, a.tensor_type, a.data_offset, a.n_bytes) == (
+            b.name, b.tensor_type, b.data_offset, b.n_bytes)
+        assert np.array_equal(a.data, b.data)
+
+
+@pytest.mark.parametrize("endian", [GGUFEndian.LITTLE, GGUFEndian.BIG])
+def test_written_arrays_read_back_as_gguf_reads_them(tmp_path: Path, endian) -> None:
+    path = tmp_path / "t.gguf"
+    writer = GGUFWriter(path, "llama", endianess=endian)
+    writer.add_uint32("test.scalar", 7)
+    writer.add_string("test.name", "tiny")
+    for key, values in ARRAYS.items():
+        writer.add_array(key, values)
+    writer.add_tensor("w", np.arange(12, dtype=np.float32).reshape(3, 4))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    _same(path)
+    meta = GGUFMetadata(LazyArrayReader(path))
+    assert meta.get("test.strings") == ARRAYS["test.strings"]
+    assert meta.get("test.ints") == ARRAYS["test.ints"]
+    assert meta.get("test.bools") == ARRAYS["test.bools"]
+    assert meta.get("test.nested") == [1, 2, 3, 4, 5]  # gguf flattens arrays of arrays
+
+
+def test_the_smollm2_file_reads_as_gguf_reads_it(smollm2_path: Path) -> None:
+    _same(smollm2_path)
+    meta = GGUFMetadata(LazyArrayReader(smollm2_path))
+    assert len(meta.get("tokenizer.ggml.tokens")) == 49152
