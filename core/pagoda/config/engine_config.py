@@ -367,10 +367,11 @@ class EngineConfig:
     process per device) or ray (a Ray actor per device, on a Ray cluster: RAY_ADDRESS, else
     one started on this host); None: mp for several devices, else the platform's."""
     enforce_eager: bool = False
-    """Launch every kernel from Python: no device graphs for decode steps."""
+    """Launch every kernel from Python: no device graphs for decode (or verify) steps."""
     graph_batch_sizes: list[int] | None = None
     """Decode batch sizes captured as device graphs (e.g. 1,2,4,8); None: 1, 2, 4, 8, ...
-    up to max_num_seqs. Only on platforms that support graph capture."""
+    up to max_num_seqs. With speculative decoding, steps verifying drafts for as many
+    sequences are captured too. Only on platforms that support graph capture."""
 
     def __post_init__(self) -> None:
         if self.graph_batch_sizes is not None and (
