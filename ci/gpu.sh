@@ -5,6 +5,7 @@
 #   bash ci/gpu.sh cudatests | kerneltests    (the two halves of tests)
 #   bash ci/gpu.sh quanttests | quantbench [ci/bench_quant_kernels.py arguments]
 #   bash ci/gpu.sh attnbench [ci/bench_attention_kernels.py arguments]
+#   bash ci/gpu.sh multigpu     (a machine of 2+ GPUs: the NCCL tests, then benchmarks T Y Z)
 #
 # 1. installs core, pagoda-server, pagoda-cpu and pagoda-cuda in editable mode, without
 #    dependencies, into the machine's python ($PYTHON, default python3). torch, triton,
@@ -26,6 +27,8 @@ PY=${PYTHON:-python3}
 RESULTS=${OUT:-$(mktemp -d)}
 mkdir -p "$RESULTS"
 export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false
+# NVLink multicast stays off, as the lent machines require (their image sets these too).
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 status=0
 
 echo "== machine"
@@ -50,6 +53,10 @@ case $STAGE in
     all|tests) TESTS=(tests/platforms/cuda tests/kernels) ;;
     cudatests) TESTS=(tests/platforms/cuda) ;;
     kerneltests) TESTS=(tests/kernels) ;;
+    # Tensor and pipeline parallelism over NCCL, and the certification suite (its all-reduce
+    # collective runs only with several GPUs).
+    multigpu) TESTS=(tests/platforms/cuda/test_cuda_multi_gpu.py
+                     "tests/platforms/cuda/test_cuda_gpu.py::test_certification_suite") ;;
 esac
 if (( ${#TESTS[@]} )); then
     echo "== tests"
@@ -60,6 +67,11 @@ fi
 if [[ $STAGE == all || $STAGE == bench ]]; then
     echo "== benchmarks"
     "$PY" ci/gpu_bench.py "$RESULTS" "$@" || status=1
+fi
+
+if [[ $STAGE == multigpu ]]; then
+    echo "== multi-GPU benchmarks"
+    "$PY" ci/gpu_bench.py "$RESULTS" T Y Z || status=1
 fi
 
 if [[ $STAGE == quanttests ]]; then

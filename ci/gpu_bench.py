@@ -32,6 +32,10 @@ V  speculative decoding (ci/bench_speculative.py), each beside no speculation: n
    and one request (128 in, 128 out) of the 8B shape with a Qwen3-0.6B-shape draft of the
    8B's vocabulary, 3 drafts a step (time per output token; dummy weights: drafts are
    rarely accepted, so this is the cost of proposing and verifying)
+T  tensor parallelism: A at TP = 1, 2 and 4, C at TP = 1 and 2 (as many GPUs as are visible)
+Y  the Llama-3-70B shape at TP = 4: A's workload and one request, against four GPUs' rooflines
+Z  the all-reduce of a step's activations over the visible GPUs: NCCL eager and in a CUDA
+   graph, per message size (ci/bench_all_reduce.py)
 
 Dummy bf16 weights, random prompts, ignore_eos. Roofline figures use the H200 as measured
 (../shared/FACTS.md): bf16 matmul 790 TFLOP/s, device copy 4.24 TB/s.
@@ -258,6 +262,69 @@ def fused_decode(out: Path, llama: Path, s: dict) -> list[dict]:
             for fused in ("0", "1", "rotary_silu")]
 
 
+def visible_gpus() -> int:
+    import torch
+
+    return torch.cuda.device_count()
+
+
+def tensor_parallel(out: Path, llama: Path, s: dict) -> list[dict]:
+    """T: A at TP = 1, 2, 4 and C at TP = 1, 2 (as many as the visible GPUs allow), Pagoda
+    alone, in one run; rooflines scale with the GPUs."""
+    rows = []
+    for tp in (t for t in (1, 2, 4) if t <= visible_gpus()):
+        r = throughput(out, f"T-A-tp{tp}", llama, [
+            "--backend", "pagoda", "--num-prompts", "1000", "--input-len", "128",
+            "--output-len", "128", "--tensor-parallel-size", str(tp), *THROUGHPUT])
+        row = offline_row(f"A TP={tp}", r, s, "report")
+        row["compute roofline"] /= tp
+        rows.append(row)
+    for tp in (t for t in (1, 2) if t <= visible_gpus()):
+        rows.append(tp_latency_row(out, f"C TP={tp}", llama, s, tp))
+    return rows
+
+
+def tp_latency_row(out: Path, name: str, model: Path, s: dict, tp: int) -> dict:
+    """One request (128, 128) on `tp` GPUs: time per output token against the weights'
+    bytes read at `tp` GPUs' bandwidth."""
+    tag = name.replace(" ", "-").replace("=", "")
+    result = out / f"{tag}.json"
+    run([*PAGODA, "bench", "latency", str(model), "--device", "cuda", "--load-format", "dummy",
+         "--dtype", "bfloat16", "--backend", "pagoda", "--batch-size", "1", "--input-len",
+         "128", "--output-len", "128", "--num-iters", "3", "--num-iters-warmup", "1",
+         "--tensor-parallel-size", str(tp), "--output-json", str(result)], out / f"{tag}.log")
+    ours = json.loads(result.read_text())["results"]["pagoda"]
+    tpot = ours["time_per_output_token_s"]
+    bound = s["weight_bytes"] / (tp * PEAK_BYTES_PER_S)
+    return {"benchmark": name, "pagoda TPOT ms": 1e3 * tpot,
+            "pagoda TTFT ms": 1e3 * ours["first_token_latency_s"],
+            "weights-bound TPOT ms": 1e3 * bound, "bandwidth roofline": bound / tpot,
+            "goal": "report"}
+
+
+def llama70b(out: Path, big: Path, s: dict) -> list[dict]:
+    """Y: the Llama-3-70B shape (dummy weights, 141 GB in bf16) at TP = 4: A's workload and
+    one request, against the compute and bandwidth rooflines of four GPUs."""
+    if visible_gpus() < 4:
+        raise RuntimeError(f"Y needs 4 GPUs, {visible_gpus()} visible")
+    r = throughput(out, "Y-A-tp4", big, [
+        "--backend", "pagoda", "--num-prompts", "1000", "--input-len", "128",
+        "--output-len", "128", "--tensor-parallel-size", "4", "--gpu-memory-utilization",
+        "0.9", *THROUGHPUT])
+    row = offline_row("Y 70B TP=4 1000x(128,128)", r, s, "report")
+    row["compute roofline"] /= 4
+    return [row, tp_latency_row(out, "Y 70B TP=4 single stream", big, s, 4)]
+
+
+def all_reduce(out: Path) -> list[dict]:
+    """Z: the all-reduce of a step's activations across the visible GPUs
+    (ci/bench_all_reduce.py): NCCL eagerly and replayed from a CUDA graph, per message size."""
+    result = out / "Z.json"
+    run([sys.executable, str(ROOT / "ci" / "bench_all_reduce.py"), "--output-json",
+         str(result)], out / "Z.log")
+    return json.loads(result.read_text())
+
+
 def bench_l(out: Path, llama: Path) -> dict:
     result = out / "L.json"
     run([sys.executable, str(ROOT / "ci" / "bench_lora.py"), str(llama), str(result),
@@ -469,6 +536,7 @@ def main() -> int:
     out.mkdir(parents=True, exist_ok=True)
     wanted = sys.argv[2:] or list("ABCDEF")
     llama, qwen, moe = model_dir("llama3-8b"), model_dir("qwen3-0.6b"), model_dir("qwen3-30b-a3b")
+    big = model_dir("llama3-70b")
     s8, s06, s30 = shape(llama), shape(qwen), shape(moe)
     rows, failures = [], []
     plan = {"P": lambda: profile(out, llama, qwen), "R": lambda: profile_quantized_c(out, llama),
@@ -479,7 +547,9 @@ def main() -> int:
             "M": lambda: [bench_m(out, moe, s30)], "N": lambda: [bench_n(out, moe, s30)],
             "S": lambda: structured(out, s8), "V": lambda: speculative(out, llama),
             "L": lambda: [bench_l(out, llama)], "W": lambda: dependent_launch(out, llama, s8),
-            "U": lambda: fused_decode(out, llama, s8), "X": lambda: native_c(out, llama, s8)}
+            "U": lambda: fused_decode(out, llama, s8), "X": lambda: native_c(out, llama, s8),
+            "T": lambda: tensor_parallel(out, llama, s8),
+            "Y": lambda: llama70b(out, big, shape(big)), "Z": lambda: all_reduce(out)}
     for key in dict.fromkeys("E" if k == "F" else k for k in wanted):
         try:
             rows += plan[key]()
