@@ -58,10 +58,12 @@ def test_backend_matches_reference(backend: type[TritonAttentionBackend], dtype:
 
 
 @pytest.mark.parametrize("window", [None, 100])
-def test_long_context_decode_split(window: int | None, device: str) -> None:
-    """Decodes over a few hundred keys (many tiles per split), GQA 8/2, block size 16."""
+@pytest.mark.parametrize("query_len", [1, 4])
+def test_long_context_decode_split(window: int | None, query_len: int, device: str) -> None:
+    """Decodes (and verify steps of 4 tokens a sequence) over a few hundred keys (many tiles
+    per split), GQA 8/2, block size 16."""
     gen = torch.Generator().manual_seed(34)
-    batch = random_paged_batch([(1, 300), (1, 150), (1, 37)], 16, gen)
+    batch = random_paged_batch([(query_len, 300), (query_len, 150), (query_len, 37)], 16, gen)
     meta = batch.metadata()
     query = torch.randn(batch.num_tokens, 8, 64, generator=gen)
     cache = torch.randn(2, batch.num_blocks, 16, 2, 64, generator=gen)
@@ -69,8 +71,8 @@ def test_long_context_decode_split(window: int | None, device: str) -> None:
     want = reference.paged_attention(query, cache, *args)
     on = [a.to(device) if isinstance(a, torch.Tensor) else a for a in args]
     for splits in (1, 4):
-        got = paged_attention(query.to(device), cache.to(device), *on, max_query_len=1,
-                                   num_splits=splits, tile_n=16)
+        got = paged_attention(query.to(device), cache.to(device), *on,
+                              max_query_len=query_len, num_splits=splits, tile_n=16)
         tol = TOLERANCES[torch.float32]
         torch.testing.assert_close(got.cpu(), want, atol=tol.atol, rtol=tol.rtol)
 
@@ -82,6 +84,7 @@ def test_split_planning() -> None:
         gpu = torch.device("cuda")
         assert num_kv_splits(1, 8, 1, 100_000, gpu) == MAX_SPLITS  # one long decode
         assert num_kv_splits(1, 8, 1, 3 * TILE_N, gpu) == 3  # one a key tile at most
+        assert num_kv_splits(1, 8, 4, 100_000, gpu) == MAX_SPLITS  # one verify step of 3 drafts
         assert num_kv_splits(1, 8, 512, 100_000, gpu) == 1  # a prefill
         assert num_kv_splits(4096, 8, 1, 100_000, gpu) == 1  # the GPU is busy anyway
 

@@ -26,14 +26,20 @@ DOT_MIN = 16
 
 MAX_SPLITS = 16
 
+MAX_SPLIT_QUERY = 16
+"""The longest query whose keys are split: decodes, and the verify steps of speculative
+decoding (1 + k tokens a sequence), whose few programs would otherwise each walk a whole
+context; longer queries (prefills) make programs enough of their own."""
+
 
 def num_kv_splits(num_seqs: int, num_kv_heads: int, max_query_len: int, max_kv_len: int,
                   device: torch.device) -> int:
     """How many key ranges to attend in parallel: more than one only for decode-sized
-    queries whose (sequence, kv head) programs would leave the device's units idle; at most
-    one a key tile of the longest sequence (`max_kv_len`)."""
+    queries (up to `MAX_SPLIT_QUERY` tokens) whose (sequence, kv head) programs would leave
+    the device's units idle; at most one a key tile of the longest sequence
+    (`max_kv_len`)."""
     units = parallel_units(device)
-    if max_query_len > 1 or units == 1:
+    if max_query_len > MAX_SPLIT_QUERY or units == 1:
         return 1
     programs = num_seqs * num_kv_heads
     target = 2 * units
