@@ -1,8 +1,8 @@
 """The "triton" attention backend: the shared Triton kernels over the paged KV cache.
 
 Any platform with Triton may register it. Mixed batches go through one kernel launch; a
-step of decodes only with long contexts and few sequences splits the keys of each
-sequence across programs (see `num_kv_splits`).
+step of short queries only (decodes, speculative verify steps) with long contexts and few
+sequences splits the keys of each sequence across programs (see `num_kv_splits`).
 """
 
 from __future__ import annotations
