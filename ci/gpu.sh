@@ -58,6 +58,10 @@ case $STAGE in
     multigpu) TESTS=(tests/platforms/cuda/test_cuda_multi_gpu.py
                      "tests/platforms/cuda/test_cuda_gpu.py::test_certification_suite") ;;
 esac
+if [[ $STAGE == multigpu ]]; then
+    # Tensor-parallel decode steps in CUDA graphs with NCCL's all-reduce inside: tried here.
+    export PAGODA_CUDA_TP_GRAPHS=1
+fi
 if (( ${#TESTS[@]} )); then
     echo "== tests"
     PAGODA_CUDA_NATIVE=1 "$PY" -m pytest -p no:cacheprovider -rs --durations=15 "${TESTS[@]}" \

@@ -48,6 +48,11 @@ class Platform(ABC):
     supports_graph_capture: ClassVar[bool] = False
     """Whether decode steps can be captured as device graphs (see `graph_capture`)."""
 
+    graphs_hold_collectives: bool = False
+    """Whether a graph may capture the collective backend's all-reduce, so that the decode
+    steps of tensor parallelism replay from graphs too (every rank captures the same graphs
+    in the same order, and replays them step by step with the others)."""
+
     executes_asynchronously: ClassVar[bool] = False
     """Whether kernels run from a queue behind the host's back, so that the host can
     prepare step N+1 while the device computes step N (torch.Event and pinned memory work)."""

@@ -275,11 +275,14 @@ class Worker(WorkerBase):
                         max_blocks: int) -> None:
         """Decode steps (and with speculation, verify steps) of the model and of its draft
         as device graphs, where the platform records them and the backend replays them;
-        one device only: pipeline stages hand activations on between graphs, and the
-        collective backend's all-reduce is not known to be capturable."""
+        not between pipeline stages (they hand activations on between steps' graphs), and
+        with tensor parallelism only where graphs hold the platform's collectives."""
         capture = self.platform.graph_capture()
+        parallel = self.config.parallel
         if (capture is None or self.config.enforce_eager
-                or self.config.parallel.world_size > 1):
+                or parallel.pipeline_parallel_size > 1
+                or (parallel.tensor_parallel_size > 1
+                    and not self.platform.graphs_hold_collectives)):
             return
         assert isinstance(self.runner, ModelRunner)
         sched = self.config.scheduler

@@ -22,6 +22,11 @@ bound by their arithmetic, lose more to computing their inputs than the launches
 
 FUSE_DECODE_MODES = ("dense", "1", "rotary_silu", "0")
 
+TP_GRAPHS_ENV = "PAGODA_CUDA_TP_GRAPHS"
+"""1: tensor-parallel decode steps replay from CUDA graphs holding NCCL's all-reduce (NCCL
+supports capture since 2.9). Off until `bash ci/gpu.sh multigpu`, which turns it on, has
+run on a machine of several GPUs."""
+
 
 class CudaPlatform(AcceleratorPlatform):
     name = "cuda"
@@ -37,6 +42,10 @@ class CudaPlatform(AcceleratorPlatform):
         major, _ = self.capability(0)
         if major < 8:  # bfloat16 tensor cores (and Triton's bf16 dot) start with Ampere
             self.supported_dtypes = (torch.float16, torch.float32)
+
+    @property
+    def graphs_hold_collectives(self) -> bool:  # type: ignore[override]
+        return os.environ.get(TP_GRAPHS_ENV) == "1"
 
     def capability(self, index: int = 0) -> tuple[int, int]:
         """Compute capability of device `index`, e.g. (9, 0) for an H100/H200."""

@@ -7,6 +7,7 @@ first tokens at TP=2 and TP=4. Each case skips where fewer GPUs are visible than
 from __future__ import annotations
 
 import json
+import os
 import random
 from pathlib import Path
 
@@ -22,6 +23,10 @@ from tests.engine.tiny_models import (
     save_tokenizer,
     tiny_configs,
 )
+
+pytest.importorskip("pagoda_cuda", reason="pagoda-cuda is not installed")
+
+from pagoda_cuda.platform import TP_GRAPHS_ENV  # noqa: E402
 
 pytestmark = [
     pytest.mark.cuda,
@@ -66,6 +71,9 @@ def test_parallel_layouts_generate_hf_greedy_tokens(layout: str, arch: str,
     try:
         info = llm.engine.core.info
         assert (info["tensor_parallel_size"], info["pipeline_parallel_size"]) == (tp, pp)
+        # Graphs hold NCCL's all-reduce where PAGODA_CUDA_TP_GRAPHS=1 (ci/gpu.sh multigpu).
+        graphs = pp == 1 and (tp == 1 or os.environ.get(TP_GRAPHS_ENV) == "1")
+        assert bool(info["graph_batch_sizes"]) == graphs
         assert _generate(llm, prompts, NEW_TOKENS) == hf_greedy(path, prompts, NEW_TOKENS)
         assert llm.engine.core.stats().kv_cache_usage == 0.0
     finally:
