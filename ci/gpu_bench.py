@@ -63,7 +63,7 @@ PEAK_FLOPS = 790e12
 PEAK_BYTES_PER_S = 4.24e12
 PAGODA = [sys.executable, "-m", "pagoda.cli.main"]
 # Pagoda shares the GPU with HF's copy of the model in the side-by-side runs.
-SHARED_GPU = ["--gpu-memory-utilization", "0.5"]
+SHARED_GPU = ("--gpu-memory-utilization", "0.5")
 THROUGHPUT = ["--max-num-seqs", "1024", "--max-num-batched-tokens", "8192"]
 
 
@@ -146,17 +146,17 @@ def bench_b(out: Path, llama: Path, s: dict) -> dict:
     return offline_row("B 8B 1000x(1024,128)", r, s, "report vs roofline")
 
 
-def _latency(out: Path, tag: str, llama: Path, backends: str,
-             env: dict[str, str] | None = None, hf_cache: str = "dynamic"
+def _latency(out: Path, tag: str, model: Path, backends: str,
+             env: dict[str, str] | None = None, extra: tuple[str, ...] = ()
              ) -> dict[str, dict[str, float]]:
-    """One request (128 in, 128 out), per backend: the mean latency, the time to the first
-    token, and the time per output token after it."""
+    """One request (128 in, 128 out) at a time, per backend: the mean latency, the time to
+    the first token, and the time per output token after it; `extra` arguments added and
+    `env` (None: this process's) as the environment."""
     result = out / f"{tag}.json"
-    run([*PAGODA, "bench", "latency", str(llama), "--device", "cuda", "--load-format", "dummy",
+    run([*PAGODA, "bench", "latency", str(model), "--device", "cuda", "--load-format", "dummy",
          "--dtype", "bfloat16", "--backend", backends, "--batch-size", "1", "--input-len",
          "128", "--output-len", "128", "--num-iters", "3", "--num-iters-warmup", "1",
-         "--hf-cache", hf_cache, *SHARED_GPU, "--output-json", str(result)],
-        out / f"{tag}.log", env=env)
+         *extra, "--output-json", str(result)], out / f"{tag}.log", env=env)
     return json.loads(result.read_text())["results"]
 
 
@@ -178,7 +178,8 @@ def bench_c(out: Path, llama: Path, s: dict) -> dict:
     """HF at its strongest for one request: a static cache, around which transformers
     compiles the decode step (torch.compile with CUDA graphs)."""
     return latency_row("C 8B single stream (128,128)",
-                       _latency(out, "C", llama, "pagoda,hf", hf_cache="static"), s,
+                       _latency(out, "C", llama, "pagoda,hf",
+                                extra=("--hf-cache", "static", *SHARED_GPU)), s,
                        "TPOT <= 4.0 ms")
 
 
@@ -196,7 +197,8 @@ def bench_m(out: Path, moe: Path, s: dict) -> dict:
 def bench_n(out: Path, moe: Path, s: dict) -> dict:
     """M's model, one request at a time (C's workload) beside HF."""
     return latency_row("N Qwen3-30B-A3B single stream (128,128)",
-                       _latency(out, "N", moe, "pagoda,hf"), s, "report vs HF")
+                       _latency(out, "N", moe, "pagoda,hf", extra=SHARED_GPU), s,
+                       "report vs HF")
 
 
 def quantized(out: Path, llama: Path, s: dict) -> list[dict]:
@@ -222,15 +224,10 @@ def quantized_c(out: Path, llama: Path, s: dict, tag: str, quantization: str, go
                 env: dict[str, str] | None = None, args: tuple[str, ...] = ()) -> dict:
     """C with `quantization` ("": bf16) weights, with `env` added to the environment and
     `args` to the command."""
-    extra = [*(["--quantization", quantization] if quantization else []), *args]
+    extra = (*(("--quantization", quantization) if quantization else ()), *args)
     name = tag + "".join(f"-{k.rpartition('_')[2].lower()}{v}" for k, v in (env or {}).items())
-    result = out / f"QC-{name}.json"
-    run([*PAGODA, "bench", "latency", str(llama), "--device", "cuda", "--load-format",
-         "dummy", "--dtype", "bfloat16", "--backend", "pagoda", "--batch-size", "1",
-         "--input-len", "128", "--output-len", "128", "--num-iters", "3",
-         "--num-iters-warmup", "1", *extra, "--output-json", str(result)],
-        out / f"QC-{name}.log", env={**os.environ, **env} if env else None)
-    ours = json.loads(result.read_text())["results"]["pagoda"]
+    ours = _latency(out, f"QC-{name}", llama, "pagoda", {**os.environ, **env} if env else None,
+                    extra)["pagoda"]
     # The LM head stays bf16; int4 adds a scale and an offset (bf16) per 128 weights.
     per_weight = {"bf16": 2, "fp8": 1, "int4": 0.5 + 2 * 2 / 128}[tag]
     head = s["head_params"]
@@ -288,12 +285,8 @@ def tp_latency_row(out: Path, name: str, model: Path, s: dict, tp: int) -> dict:
     """One request (128, 128) on `tp` GPUs: time per output token against the weights'
     bytes read at `tp` GPUs' bandwidth."""
     tag = name.replace(" ", "-").replace("=", "")
-    result = out / f"{tag}.json"
-    run([*PAGODA, "bench", "latency", str(model), "--device", "cuda", "--load-format", "dummy",
-         "--dtype", "bfloat16", "--backend", "pagoda", "--batch-size", "1", "--input-len",
-         "128", "--output-len", "128", "--num-iters", "3", "--num-iters-warmup", "1",
-         "--tensor-parallel-size", str(tp), "--output-json", str(result)], out / f"{tag}.log")
-    ours = json.loads(result.read_text())["results"]["pagoda"]
+    ours = _latency(out, tag, model, "pagoda",
+                    extra=("--tensor-parallel-size", str(tp)))["pagoda"]
     tpot = ours["time_per_output_token_s"]
     bound = s["weight_bytes"] / (tp * PEAK_BYTES_PER_S)
     return {"benchmark": name, "pagoda TPOT ms": 1e3 * tpot,
@@ -353,7 +346,8 @@ def structured(out: Path, s: dict) -> list[dict]:
 
 def cublas_c(out: Path, llama: Path) -> dict:
     """C with cuBLAS for every matmul: what the small-batch GEMV kernel is worth."""
-    r = _latency(out, "C-cublas", llama, "pagoda", {**os.environ, "PAGODA_REFERENCE_OPS": "linear"})
+    r = _latency(out, "C-cublas", llama, "pagoda",
+                 {**os.environ, "PAGODA_REFERENCE_OPS": "linear"}, SHARED_GPU)
     return {"benchmark": "C with cuBLAS matmuls (PAGODA_REFERENCE_OPS=linear)",
             "pagoda TPOT ms": 1e3 * r["pagoda"]["time_per_output_token_s"]}
 
