@@ -7,8 +7,6 @@ from typing import Any
 import numpy as np
 from gguf import GGUFReader, GGUFValueType
 
-from pagoda.gguf.reader import LazyArrayReader, array_values, is_lazy_array
-
 _REQUIRED: Any = object()
 
 
@@ -17,7 +15,6 @@ class GGUFMetadata:
 
     def __init__(self, reader: GGUFReader) -> None:
         self._fields = reader.fields
-        self._lazy_arrays = isinstance(reader, LazyArrayReader)
 
     def __contains__(self, key: str) -> bool:
         return key in self._fields
@@ -32,8 +29,6 @@ class GGUFMetadata:
         field = self._fields.get(key)
         if field is None:
             return default
-        if self._lazy_arrays and is_lazy_array(field):
-            return array_values(field)
         value = field.contents()
         if field.types == [GGUFValueType.FLOAT32]:
             return float(str(np.float32(value)))

@@ -5,7 +5,8 @@ vocabulary of 49k tokens and 49k merges made opening SmolLM2's 92 MiB GGUF take 
 it in arrays the engine does not read (the tokenizer comes converted from its own cache, or
 from transformers, which parses the file itself). Here an array's extent is found by
 walking its string lengths (or by multiplying, for numbers), and its values are decoded
-only when asked for (`array_values`). Everything else is gguf's own parsing.
+only when asked for (`LazyArrayField.contents`, gguf's own way to read a field). Everything
+else is gguf's own parsing.
 """
 
 from __future__ import annotations
@@ -21,10 +22,31 @@ _SCALARS = GGUFReader.gguf_scalar_to_np
 """GGUF scalar type -> numpy dtype (gguf's own table)."""
 
 
+class LazyArrayField(ReaderField):
+    """An ARRAY field kept as parts [item type, length, bytes] with types [ARRAY, item
+    type]; `contents` decodes its values (strings as UTF-8) when asked."""
+
+    __slots__ = ()
+
+    def contents(self, index_or_slice: int | slice = slice(None)) -> Any:
+        item, length, body = self.types[-1], self.parts[-2], self.parts[-1]
+        order = _order(length)
+        if item != GGUFValueType.STRING:
+            values = np.frombuffer(body, np.dtype(_SCALARS[item]).newbyteorder(order)).tolist()
+            return values[index_or_slice]
+        raw = body.tobytes()
+        length_of = struct.Struct(order + "Q").unpack_from
+        strings, offs = [], 0
+        for _ in range(int(length[0])):
+            n = length_of(raw, offs)[0]
+            strings.append(raw[offs + 8 : offs + 8 + n].decode("utf-8"))
+            offs += 8 + n
+        return strings[index_or_slice]
+
+
 class LazyArrayReader(GGUFReader):
-    """A GGUFReader whose ARRAY fields are [item type, length, bytes] with types [ARRAY,
-    item type]: read them with `array_values`, not `ReaderField.contents`. Arrays of
-    arrays are gguf's, element by element, all the way down."""
+    """A GGUFReader whose ARRAY fields are `LazyArrayField`s. Arrays of arrays are gguf's,
+    element by element, all the way down."""
 
     _nested = False
     """Inside an array of arrays (gguf's parse, which calls back here for its elements)."""
@@ -51,28 +73,12 @@ class LazyArrayReader(GGUFReader):
         body = self._get(start, np.uint8, end - start)
         return end - orig_offs, [item_type, length, body], [2], [GGUFValueType.ARRAY, item]
 
-
-def is_lazy_array(field: ReaderField) -> bool:
-    """Whether `field` (of a `LazyArrayReader`) is an array kept as its bytes (arrays of
-    arrays are parsed by gguf, element by element)."""
-    return len(field.types) == 2 and field.types[0] == GGUFValueType.ARRAY \
-        and field.types[1] != GGUFValueType.ARRAY
-
-
-def array_values(field: ReaderField) -> list[Any]:
-    """The values of an ARRAY field of `LazyArrayReader` (strings decoded as UTF-8)."""
-    item, length, body = field.types[-1], field.parts[-2], field.parts[-1]
-    order = _order(length)
-    if item != GGUFValueType.STRING:
-        return np.frombuffer(body, np.dtype(_SCALARS[item]).newbyteorder(order)).tolist()
-    raw = body.tobytes()
-    length_of = struct.Struct(order + "Q").unpack_from
-    values, offs = [], 0
-    for _ in range(int(length[0])):
-        n = length_of(raw, offs)[0]
-        values.append(raw[offs + 8 : offs + 8 + n].decode("utf-8"))
-        offs += 8 + n
-    return values
+    def _push_field(self, field: ReaderField, skip_sum: bool = False) -> int:
+        # Types [ARRAY, item] are an array kept whole above; gguf's arrays of arrays have
+        # more (or, empty, fewer).
+        if len(field.types) == 2 and field.types[0] == GGUFValueType.ARRAY != field.types[1]:
+            field = LazyArrayField(*field)
+        return super()._push_field(field, skip_sum)
 
 
 def _order(part: np.ndarray) -> str:
