@@ -129,7 +129,7 @@ def capture_graphs(llm: LLM, monkeypatch, max_blocks: int = 32) -> Counter:
     monkeypatch.setattr(worker.platform, "graph_capture", RerunCapture)
     monkeypatch.setattr(worker.config, "enforce_eager", False)
     runner = worker.runner
-    worker._capture_graphs(runner.kv_caches, runner.builder, max_blocks)
+    worker._capture_graphs(max_blocks)
     replays: Counter = Counter()
     for who in (runner, runner.drafter):
         for graphs in who.graphs if who is not None else []:

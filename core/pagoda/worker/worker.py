@@ -9,11 +9,7 @@ from typing import Any
 import torch
 
 from pagoda.attention import AttentionBackend
-from pagoda.attention.backend import (
-    AttentionConfig,
-    AttentionMetadataBuilder,
-    kv_cache_dtype_label,
-)
+from pagoda.attention.backend import AttentionConfig, kv_cache_dtype_label
 from pagoda.attention.selector import select_attention_backend
 from pagoda.config import EngineConfig
 from pagoda.config.engine_config import parse_dtype, parse_kv_cache_dtype
@@ -41,7 +37,7 @@ from pagoda.quant import QuantMethod
 from pagoda.quant.selector import select_quant_method
 from pagoda.structured.engine import GrammarBitmask
 from pagoda.worker.decode_graphs import DecodeGraphs, default_capture_sizes
-from pagoda.worker.draft_runner import DraftModel
+from pagoda.worker.draft_runner import DraftModel, DraftRunner
 from pagoda.worker.kv_caches import allocate_kv_caches
 from pagoda.worker.model_loading import attention_shape, attention_soft_cap, build_model
 from pagoda.worker.model_runner import ModelRunner
@@ -269,10 +265,9 @@ class Worker(WorkerBase):
         if self.draft is not None:
             self.runner.drafter = self.draft.runner(num_blocks, self.device, self.runner.sampler,
                                                     self.runner.sample_device, padding)
-        self._capture_graphs(kv_caches, builder, max_blocks)
+        self._capture_graphs(max_blocks)
 
-    def _capture_graphs(self, kv_caches: list[torch.Tensor], builder: AttentionMetadataBuilder,
-                        max_blocks: int) -> None:
+    def _capture_graphs(self, max_blocks: int) -> None:
         """Decode steps (and with speculation, verify steps) of the model and of its draft
         as device graphs, where the platform records them and the backend replays them;
         not between pipeline stages (they hand activations on between steps' graphs), and
@@ -294,19 +289,19 @@ class Worker(WorkerBase):
             width = 1 + spec.num_speculative_tokens
             families.append((width, sorted({min(s * width, sched.max_num_batched_tokens)
                                             for s in sizes})))
-        models = [(self.runner, self.model, kv_caches, builder, self.attn_backend)]
-        drafter = self.runner.drafter
-        if drafter is not None and self.draft is not None:
-            models.append((drafter, drafter.model, drafter.kv_caches, drafter.builder,
-                           self.draft.attn_backend))
+        runners: list[tuple[ModelRunner | DraftRunner, type[AttentionBackend]]] = [
+            (self.runner, self.attn_backend)]
+        if self.draft is not None:
+            assert self.runner.drafter is not None
+            runners.append((self.runner.drafter, self.draft.attn_backend))
         captures: list[DecodeGraphs] = []
-        for runner, model, caches, model_builder, backend in models:
+        for runner, backend in runners:
             for width, family_sizes in families:
                 if backend.supports_graph_capture and (
                         width == 1 or backend.supports_multi_token_graphs):
                     runner.graphs.append(DecodeGraphs(
-                        model, caches, model_builder, capture, family_sizes, max_blocks,
-                        self.kv_spec.block_size, self.device, width))
+                        runner.model, runner.kv_caches, runner.builder, capture, family_sizes,
+                        max_blocks, self.kv_spec.block_size, self.device, width))
                     captures.append(runner.graphs[-1])
         # Largest first, all in one pool: smaller graphs reuse the largest's memory.
         pool = None
