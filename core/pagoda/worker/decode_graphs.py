@@ -143,14 +143,14 @@ class DecodeGraphs:
         self.slot_mapping[:t].copy_(meta.slot_mapping, non_blocking=True)
         self.block_tables[:n, :width].copy_(meta.block_tables, non_blocking=True)
         self.seq_lens[:n].copy_(meta.seq_lens, non_blocking=True)
-        if self.query_len > 1:  # the step's own split; padding tokens follow as below
+        if self.query_len > 1:
+            # The step's own split, then sequences n, n + 1, ... owning one padding token
+            # each (tokens t, t + 1, ...) and those past the last padding token none. (With
+            # one token a sequence that is 0, 1, 2, ... whatever the step: left as captured.)
             self.query_start_loc[: n + 1].copy_(meta.query_start_loc, non_blocking=True)
+            torch.clamp(self._counts[t + 1 : t + 1 + size - n], max=size,
+                        out=self.query_start_loc[n + 1 : size + 1])
         if size > n:
-            # Sequences n, n + 1, ... own one padding token each (tokens t, t + 1, ...) and
-            # those past the last padding token none.
-            if self.query_len > 1:
-                torch.clamp(self._counts[t + 1 : t + 1 + size - n], max=size,
-                            out=self.query_start_loc[n + 1 : size + 1])
             self.slot_mapping[t:size].fill_(-1)
             self.seq_lens[n:size].fill_(0)
         graph = self.graphs[size]
