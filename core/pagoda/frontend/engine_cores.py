@@ -59,20 +59,26 @@ class EngineCores:
                         for rank in range(config.parallel.data_parallel_size)]
         self.balancer = LoadBalancer(len(self.clients), config.cache.block_size)
         self._core_of: dict[str, int] = {}
-        self.info: dict[str, Any] = {}
-        self.max_model_len = 0
 
     def wait_ready(self) -> None:
         """Block until every core is ready (EngineStartupError if one fails: then all are
-        shut down); `info` and `max_model_len` are the cores' from then on."""
+        shut down)."""
         try:
             for client in self.clients:
                 client.wait_ready()
         except BaseException:
             self.shutdown()
             raise
-        self.info = {**self.clients[0].info, "data_parallel_size": len(self.clients)}
-        self.max_model_len = min(client.max_model_len for client in self.clients)
+
+    @property
+    def info(self) -> dict[str, Any]:
+        """The first core's description (all are alike), once ready."""
+        return {**self.clients[0].info, "data_parallel_size": len(self.clients)}
+
+    @property
+    def max_model_len(self) -> int:
+        """The longest context every core takes, once ready."""
+        return min(client.max_model_len for client in self.clients)
 
     @staticmethod
     def _client(config: EngineConfig, source: ModelSource,
