@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import random
 from pathlib import Path
 
 import pytest
@@ -16,6 +15,7 @@ import torch
 from transformers import AutoModelForCausalLM, LlamaConfig
 
 from pagoda import LLM, SamplingParams
+from tests.distributed.test_model_parallel import _prompts  # the CPU layouts' prompts
 from tests.engine.tiny_models import (
     VOCAB,
     hf_greedy,
@@ -48,11 +48,6 @@ def _generate(llm: LLM, prompts: list[list[int]], max_tokens: int) -> list[list[
     params = SamplingParams(temperature=0.0, max_tokens=max_tokens, ignore_eos=True)
     outputs = llm.generate([{"prompt_token_ids": p} for p in prompts], params, use_tqdm=False)
     return [o.outputs[0].token_ids for o in outputs]
-
-
-def _prompts(seed: int, lengths: list[int], vocab: int) -> list[list[int]]:
-    rng = random.Random(seed)
-    return [[rng.randrange(3, vocab) for _ in range(n)] for n in lengths]
 
 
 @pytest.mark.parametrize("arch", ["llama", "qwen3"])
