@@ -53,28 +53,35 @@ from pagoda.testing.tolerances import mismatch, op_tolerance  # noqa: E402
 MMA_MAX_ROWS = 16
 
 
-def _native() -> Callable[[str, int], Callable[..., Any]] | None:
-    """pagoda-cuda's CUDA C++ kernels (`pagoda_cuda.woq_ops.woq4_mma` for "int4",
-    `pagoda_cuda.fp8_ops.fp8_mma` for "fp8") at a number of warps a block, where the
-    library is built and runs here; else None."""
+def _native() -> Callable[[int], Callable[..., Any]] | None:
+    """pagoda-cuda's CUDA C++ kernel (`pagoda_cuda.woq_ops.woq4_mma`, for "int4") at a
+    number of warps a block, where the library is built and runs here; else None."""
     try:
-        from pagoda_cuda import fp8_ops, native, woq_ops
+        from pagoda_cuda import native, woq_ops
     except ImportError:
         return None
     if native.unavailable() is not None:
         print(f"cuda mma: not timed ({native.unavailable()})")
         return None
-    kernels = {"int4": woq_ops.woq4_mma, "fp8": fp8_ops.fp8_mma}
 
-    def at(op: str, warps: int) -> Callable[..., Any]:
+    def at(warps: int) -> Callable[..., Any]:
         def call(x: torch.Tensor, w: Any) -> torch.Tensor:
             out = torch.empty(x.shape[0], w.shape[0], dtype=x.dtype, device=x.device)
-            return kernels[op](out, x, w, None, warps)
+            return woq_ops.woq4_mma(out, x, w, None, warps)
         return call
     return at
 
 
 native_mma = _native()
+
+
+def prepare_int4(weight: Any, dtype: torch.dtype) -> Any:
+    """pagoda-cuda's `woq_linear` preparation where it is installed, else Triton's."""
+    try:
+        from pagoda_cuda.woq_ops import prepare_woq
+    except ImportError:
+        return ql.prepare_woq(weight, dtype)
+    return prepare_woq(weight, dtype)
 
 SHAPES = {"qkv": (6144, 4096), "o": (4096, 4096), "gate_up": (28672, 4096),
           "down": (4096, 14336)}
@@ -197,7 +204,7 @@ def paths(op: str, m: int, n: int, k: int, units: int) -> dict[str, Callable[...
         found["triton gemm"] = _woq(woq_gemm)
         if m <= MMA_MAX_ROWS and native_mma is not None:
             for warps in (8, 4):
-                found[f"cuda mma w{warps}"] = native_mma("int4", warps)
+                found[f"cuda mma w{warps}"] = native_mma(warps)
         return found
     found["auto"] = ql.int8_linear if op == "int8" else ql.fp8_linear
     if m <= 16:
@@ -207,9 +214,6 @@ def paths(op: str, m: int, n: int, k: int, units: int) -> dict[str, Callable[...
     if m == 1 and op == "fp8":
         for plan in _row_plans(n, k, units):
             found[f"row {plan.label}"] = _fp8_row(plan)
-        if native_mma is not None and torch.cuda.get_device_capability() >= (8, 9):
-            for warps in (8, 4):
-                found[f"cuda mma w{warps}"] = native_mma("fp8", warps)
     if op == "fp8" and k % 16 == 0 and n % 16 == 0:
         found["scaled_mm"] = _scaled_mm
     if op == "int8" and m > 16:
@@ -247,9 +251,11 @@ def tinygemm_row(name: str, m: int, x: torch.Tensor, canonical: Any, want: torch
 
 def weights(op: str, dense: torch.Tensor) -> tuple[Any, Any]:
     """(canonical weight, prepared weight) of `op` made from the dense bf16 weight."""
-    if op == "int4":  # scales and offsets in the model's type, as the engine holds them
+    if op == "int4":  # as the engine holds it: the scales in the model's type (and, with
+        # pagoda-cuda, the zero points its CUDA C++ kernel reads; the Triton kernels take
+        # the same prepared weight)
         canonical = in_model_dtype(group_weight(dense, 4, 128), dense.dtype)
-        return canonical, ql.prepare_woq(canonical)
+        return canonical, prepare_int4(canonical, dense.dtype)
     if op == "int8":
         canonical = int8_weight(dense)
         return canonical, ql.prepare_int8(canonical)

@@ -69,11 +69,18 @@ class OpLinearMethod(QuantMethod):
 
 
 def in_model_dtype(weight: QuantizedWeight, dtype: torch.dtype) -> QuantizedWeight:
-    """A weight-only quantized weight's scales and offsets in the model's dtype (the
-    activations' dtype: what the kernel multiplies in, and half the bytes of float32 in a
-    16-bit model); W8A8 scales stay float32, as their kernels apply them."""
+    """A weight-only quantized weight's scales in the model's dtype (the activations' dtype:
+    what the kernels multiply in, and half the bytes of float32 in a 16-bit model); W8A8
+    scales stay float32, as their kernels apply them.
+
+    The offsets stay float32, scaled by what rounding did to each scale: w = code * s + o
+    becomes (code + o / s) * s', the weight times s' / s, so an integer zero point z stays
+    exact (o' = -z * s', which a 16-bit offset could not hold: z * s' has up to 12
+    significant bits) and no group's weights shift by a common error."""
     if isinstance(weight, GroupQuantWeight) and weight.scales.dtype != dtype:
-        return replace(weight, scales=weight.scales.to(dtype), offsets=weight.offsets.to(dtype))
+        scales = weight.scales.to(dtype)
+        ratio = torch.where(weight.scales == 0, 1.0, scales.float() / weight.scales.float())
+        return replace(weight, scales=scales, offsets=weight.offsets.float() * ratio)
     return weight
 
 

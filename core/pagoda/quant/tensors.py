@@ -9,8 +9,8 @@ itself: that is what it means, and what the ops' references compute with.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, replace
-from typing import ClassVar
+from dataclasses import dataclass, fields, replace
+from typing import ClassVar, TypeVar
 
 import torch
 
@@ -21,8 +21,20 @@ MIN_SCALE = 1e-12
 """Smallest activation scale: an all-zero row quantizes to zeros instead of dividing by 0."""
 
 
+_W = TypeVar("_W", bound="_Tensors")
+
+
+class _Tensors:
+    """What the quantized forms share: their tensors move together."""
+
+    def to(self: _W, device: torch.device | str) -> _W:
+        """The same weight with every tensor on `device`."""
+        return replace(self, **{f.name: getattr(self, f.name).to(device) for f in fields(self)
+                                if isinstance(getattr(self, f.name), torch.Tensor)})
+
+
 @dataclass(frozen=True)
-class Fp8Weight:
+class Fp8Weight(_Tensors):
     """A [N, K] float8 (e4m3) weight: w = weight * scale.
 
     `scale` is float32, either per output row ([N]) or per block ([ceil(N / bn),
@@ -52,7 +64,7 @@ class Fp8Weight:
 
 
 @dataclass(frozen=True)
-class Int8Weight:
+class Int8Weight(_Tensors):
     """A [N, K] int8 weight with a float32 scale per output row: w = weight * scale[:, None].
     Activations are quantized to int8 symmetrically, per token (or by the static
     `input_scale`), and the product accumulates exactly in int32."""
@@ -72,7 +84,7 @@ class Int8Weight:
 
 
 @dataclass(frozen=True)
-class GroupQuantWeight:
+class GroupQuantWeight(_Tensors):
     """A [N, K] weight as `bits`-bit codes with a scale and an offset per group of inputs:
     w[n, k] = codes[n, k] * scales[n, g] + offsets[n, g], g = k // group_size.
 

@@ -1,16 +1,19 @@
 // 4-bit weight-only linear for a few rows on tensor cores: out = x W^T (+ bias), for 1 to 16
-// rows of x, where W [N, K] is stored as 4-bit codes with a scale and an offset per row and
-// group of GROUP inputs, W[n, k] = code * s[n, k / GROUP] + o[n, k / GROUP]
-// (pagoda.quant.tensors.GroupQuantWeight in pagoda.kernels.triton.woq_gemm's layout).
+// rows of x, where W [N, K] is stored as 4-bit codes with a scale and an integer zero point
+// per row and group of GROUP inputs, W[n, k] = (code - z[n, k / GROUP]) * s[n, k / GROUP]
+// (pagoda.quant.tensors.GroupQuantWeight whose offsets are -z * s, the codes in
+// pagoda.kernels.triton.woq_gemm's layout).
 //
 // Layout read as it is (no second copy of the weight): codes in int32 words [N, K / 8],
 // eight consecutive inputs a word, the code of input 8w + f in bit field bitrev3(f). So the
 // fields p and p + 4 (bits 4p and 4p + 16) hold two adjacent inputs, 2 bitrev2(p) and
 // 2 bitrev2(p) + 1, and one AND-OR of the word shifted right by 4p turns them into a pair of
 // 16-bit floats M + code (M = 128 for bfloat16, 1024 for float16: the code lands in the
-// mantissa's low bits), which a subtraction of M and a multiply-add by the group's scale
-// and offset make the weights, each rounded once to the 16-bit type (as the GEMM's
-// dequantized tiles are). Three such operations make two weights.
+// mantissa's low bits), which a subtraction of M + z makes code - z: a small integer, exact.
+// Groups of 128 inputs or more hold a warp step's chunk whole: the MMAs multiply the codes
+// as they are (every product exact) and each chunk's float32 sums are scaled once. Smaller
+// groups are scaled per weight before the MMA (a multiply, rounded once to the 16-bit type,
+// as the GEMM's dequantized tiles are). Two or three such operations make two weights.
 //
 // Each warp multiplies 16 weight rows by up to 8 (NT = 1) or 16 (NT = 2) rows of x with
 // mma.sync m16n8k16 (float32 accumulation): the weights are its A operand, x its B operand
@@ -67,29 +70,30 @@ struct Half<__half> {
   }
 };
 
-// The weights of fields p and p + 4 of `word` (already shifted right by 4p), as a pair.
-template <typename T>
+// code - z of fields p and p + 4 of `word` (already shifted right by 4p), as a pair (times
+// `scale` where SCALED); `biased_zero` holds M + z.
+template <typename T, bool SCALED>
 __device__ __forceinline__ uint32_t dequantize_pair(uint32_t word, typename Half<T>::T2 scale,
-                                                    typename Half<T>::T2 offset) {
+                                                    typename Half<T>::T2 biased_zero) {
   using T2 = typename Half<T>::T2;
   // (word & 0x000F000F) | magic in one LOP3 (0xEA: (a & b) | c); written as C, ptxas emits
   // two, each constant an immediate.
   uint32_t biased;
   asm("lop3.b32 %0, %1, %2, %3, 0xEA;" : "=r"(biased) : "r"(word), "n"(0x000F000F),
       "r"(Half<T>::kMagic));
-  uint32_t magic = Half<T>::kMagic;
-  T2 code = __hsub2(*reinterpret_cast<T2*>(&biased), *reinterpret_cast<T2*>(&magic));  // exact
-  T2 weight = __hfma2(code, scale, offset);
+  T2 weight = __hsub2(*reinterpret_cast<T2*>(&biased), biased_zero);  // code - z: exact
+  if constexpr (SCALED) weight = __hmul2(weight, scale);
   return *reinterpret_cast<uint32_t*>(&weight);
 }
 
 // One 128-input chunk of a warp: words `wa` (row g) and `wb` (row g + 8), four each, their
-// groups' scales and offsets, and x's 32 inputs per column tile in `xs`.
-template <typename T, int NT>
+// groups' scales (where SCALED) and M + zero points, and x's 32 inputs per column tile in
+// `xs`.
+template <typename T, int NT, bool SCALED>
 __device__ __forceinline__ void multiply_chunk(float (&acc)[NT][4], const uint4& wa,
                                                const uint4& wb, typename Half<T>::T2 sa,
-                                               typename Half<T>::T2 oa, typename Half<T>::T2 sb,
-                                               typename Half<T>::T2 ob,
+                                               typename Half<T>::T2 za, typename Half<T>::T2 sb,
+                                               typename Half<T>::T2 zb,
                                                const uint4 (&xs)[NT][4]) {
   const uint32_t a_words[4] = {wa.x, wa.y, wa.z, wa.w};
   const uint32_t b_words[4] = {wb.x, wb.y, wb.z, wb.w};
@@ -98,8 +102,8 @@ __device__ __forceinline__ void multiply_chunk(float (&acc)[NT][4], const uint4&
     uint32_t a[4], b[4];  // pairs of inputs (0, 1), (4, 5), (2, 3), (6, 7) of word i
 #pragma unroll
     for (int p = 0; p < 4; ++p) {
-      a[p] = dequantize_pair<T>(a_words[i] >> (4 * p), sa, oa);
-      b[p] = dequantize_pair<T>(b_words[i] >> (4 * p), sb, ob);
+      a[p] = dequantize_pair<T, SCALED>(a_words[i] >> (4 * p), sa, za);
+      b[p] = dequantize_pair<T, SCALED>(b_words[i] >> (4 * p), sb, zb);
     }
     const uint32_t first[4] = {a[0], b[0], a[1], b[1]};
     const uint32_t second[4] = {a[2], b[2], a[3], b[3]};
@@ -111,11 +115,12 @@ __device__ __forceinline__ void multiply_chunk(float (&acc)[NT][4], const uint4&
   }
 }
 
-template <typename T, int NT, int WARPS>
+// WHOLE: the group holds whole chunks (128 inputs or more), scaled after their MMAs.
+template <typename T, int NT, int WARPS, bool WHOLE>
 __global__ void __launch_bounds__(WARPS * 32)
     woq4_mma_kernel(T* __restrict__ out, const T* __restrict__ x,
                     const uint32_t* __restrict__ words, const T* __restrict__ scales,
-                    const T* __restrict__ offsets, const T* __restrict__ bias, int m, int k,
+                    const T* __restrict__ zeros, const T* __restrict__ bias, int m, int k,
                     int64_t stride_xm, int64_t stride_om, int64_t stride_wn, int64_t stride_sn,
                     int group_shift) {
   using H = Half<T>;
@@ -127,8 +132,10 @@ __global__ void __launch_bounds__(WARPS * 32)
   const uint4* wb = reinterpret_cast<const uint4*>(words + (row + 8) * stride_wn) + t;
   const T* sa = scales + row * stride_sn;
   const T* sb = sa + 8 * stride_sn;
-  const T* oa = offsets + row * stride_sn;
-  const T* ob = oa + 8 * stride_sn;
+  const T* za = zeros + row * stride_sn;
+  const T* zb = za + 8 * stride_sn;
+  uint32_t magic_bits = H::kMagic;
+  const T2 magic = *reinterpret_cast<T2*>(&magic_bits);
   const uint4* xr[NT];
   bool live[NT];
 #pragma unroll
@@ -151,8 +158,8 @@ __global__ void __launch_bounds__(WARPS * 32)
       next_b = __ldcs(wb + 4 * (c + 1));
     }
     const int grp = (c * kChunk + 32 * t) >> group_shift;
-    const T2 s_a = H::pair(sa[grp]), o_a = H::pair(oa[grp]);
-    const T2 s_b = H::pair(sb[grp]), o_b = H::pair(ob[grp]);
+    const T2 z_a = __hadd2(H::pair(za[grp]), magic);
+    const T2 z_b = __hadd2(H::pair(zb[grp]), magic);
     uint4 xs[NT][4];
 #pragma unroll
     for (int j = 0; j < NT; ++j) {
@@ -161,7 +168,21 @@ __global__ void __launch_bounds__(WARPS * 32)
         xs[j][i] = live[j] ? __ldg(xr[j] + 16 * c + i) : make_uint4(0, 0, 0, 0);
       }
     }
-    multiply_chunk<T, NT>(acc, cur_a, cur_b, s_a, o_a, s_b, o_b, xs);
+    if constexpr (WHOLE) {
+      float sums[NT][4] = {};
+      multiply_chunk<T, NT, false>(sums, cur_a, cur_b, T2{}, z_a, T2{}, z_b, xs);
+      const float s_a = to_float(sa[grp]), s_b = to_float(sb[grp]);
+#pragma unroll
+      for (int j = 0; j < NT; ++j) {  // fragments 0, 1: row g; 2, 3: row g + 8
+        acc[j][0] = fmaf(s_a, sums[j][0], acc[j][0]);
+        acc[j][1] = fmaf(s_a, sums[j][1], acc[j][1]);
+        acc[j][2] = fmaf(s_b, sums[j][2], acc[j][2]);
+        acc[j][3] = fmaf(s_b, sums[j][3], acc[j][3]);
+      }
+    } else {
+      multiply_chunk<T, NT, true>(acc, cur_a, cur_b, H::pair(sa[grp]), z_a, H::pair(sb[grp]),
+                                  z_b, xs);
+    }
   }
 
   // Lane (g, t) holds rows g and g + 8, columns 2t and 2t + 1 of each tile.
@@ -185,23 +206,31 @@ __global__ void __launch_bounds__(WARPS * 32)
 }
 
 template <typename T>
-using Kernel = decltype(&woq4_mma_kernel<T, 1, 8>);
+using Kernel = decltype(&woq4_mma_kernel<T, 1, 8, true>);
 
-// The kernel for m rows (one 8-column MMA tile up to 8, two above) and `warps` warps.
-template <typename T>
+template <typename T, bool WHOLE>
 Kernel<T> pick(int m, int warps) {
-  if (m <= 8) return warps == 4 ? woq4_mma_kernel<T, 1, 4> : woq4_mma_kernel<T, 1, 8>;
-  return warps == 4 ? woq4_mma_kernel<T, 2, 4> : woq4_mma_kernel<T, 2, 8>;
+  if (m <= 8) {
+    return warps == 4 ? woq4_mma_kernel<T, 1, 4, WHOLE> : woq4_mma_kernel<T, 1, 8, WHOLE>;
+  }
+  return warps == 4 ? woq4_mma_kernel<T, 2, 4, WHOLE> : woq4_mma_kernel<T, 2, 8, WHOLE>;
+}
+
+// The kernel for m rows (one 8-column MMA tile up to 8, two above), `warps` warps and
+// groups of 1 << group_shift inputs.
+template <typename T>
+Kernel<T> pick(int m, int warps, int group_shift) {
+  return group_shift >= 7 ? pick<T, true>(m, warps) : pick<T, false>(m, warps);
 }
 
 template <typename T>
 cudaError_t launch(void* out, const void* x, const void* words, const void* scales,
-                   const void* offsets, const void* bias, int m, int n, int k,
+                   const void* zeros, const void* bias, int m, int n, int k,
                    int64_t stride_xm, int64_t stride_om, int64_t stride_wn, int64_t stride_sn,
                    int group_shift, int warps, cudaStream_t stream) {
-  pick<T>(m, warps)<<<n / kRows, warps * 32, 0, stream>>>(
+  pick<T>(m, warps, group_shift)<<<n / kRows, warps * 32, 0, stream>>>(
       static_cast<T*>(out), static_cast<const T*>(x), static_cast<const uint32_t*>(words),
-      static_cast<const T*>(scales), static_cast<const T*>(offsets),
+      static_cast<const T*>(scales), static_cast<const T*>(zeros),
       static_cast<const T*>(bias), m, k, stride_xm, stride_om, stride_wn, stride_sn,
       group_shift);
   return cudaGetLastError();
@@ -212,13 +241,14 @@ cudaError_t launch(void* out, const void* x, const void* words, const void* scal
 extern "C" {
 
 // out [m, n] (row stride stride_om) = x [m, k] (row stride stride_xm) W^T + bias, with
-// dtype 0 bfloat16, 1 float16 (x, scales, offsets, bias and out); words [n, stride_wn];
-// scales and offsets [n, stride_sn]; group = 1 << group_shift inputs, 32 to 256;
+// dtype 0 bfloat16, 1 float16 (x, scales, zeros, bias and out); words [n, stride_wn];
+// scales and zero points (integers 0 to 15) [n, stride_sn]; group = 1 << group_shift
+// inputs, 32 to 256;
 // 1 <= m <= 16, n a multiple of 16, k of 128; warps 4 or 8 split K. x and the words
 // 16-byte aligned (rows included). Launched on `stream` of CUDA device `device`. Returns
 // 0, a CUDA error or a pagoda_cuda::Error.
 int pagoda_woq4_mma(int dtype, void* out, const void* x, const void* words, const void* scales,
-                    const void* offsets, const void* bias, int m, int n, int k,
+                    const void* zeros, const void* bias, int m, int n, int k,
                     int64_t stride_xm, int64_t stride_om, int64_t stride_wn, int64_t stride_sn,
                     int group_shift, int warps, int device, void* stream) {
   if (m < 1 || m > 16 || n % kRows != 0 || k <= 0 || k % kChunk != 0 || group_shift < 5 ||
@@ -229,10 +259,10 @@ int pagoda_woq4_mma(int dtype, void* out, const void* x, const void* words, cons
   auto s = static_cast<cudaStream_t>(stream);
   switch (dtype) {
     case pagoda_cuda::kBfloat16:
-      return launch<__nv_bfloat16>(out, x, words, scales, offsets, bias, m, n, k, stride_xm,
+      return launch<__nv_bfloat16>(out, x, words, scales, zeros, bias, m, n, k, stride_xm,
                                    stride_om, stride_wn, stride_sn, group_shift, warps, s);
     case pagoda_cuda::kFloat16:
-      return launch<__half>(out, x, words, scales, offsets, bias, m, n, k, stride_xm, stride_om,
+      return launch<__half>(out, x, words, scales, zeros, bias, m, n, k, stride_xm, stride_om,
                             stride_wn, stride_sn, group_shift, warps, s);
     default:
       return pagoda_cuda::kBadType;

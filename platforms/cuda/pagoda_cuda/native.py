@@ -23,13 +23,10 @@ ENABLE_ENV = "PAGODA_CUDA_NATIVE"
 their GPU tests (`tests/platforms/cuda/test_cuda_native.py`) and benchmarks on a GPU."""
 MIN_CAPABILITY = (8, 0)
 """mma.sync with bfloat16 operands (the library's oldest target, setup.py's ARCHS)."""
-FP8_CAPABILITY = (8, 9)
-"""mma.sync with float8 e4m3 operands (`pagoda_fp8_mma`)."""
 
 _P, _I, _L = ctypes.c_void_p, ctypes.c_int, ctypes.c_int64
 _SIGNATURES = {
     "pagoda_woq4_mma": [_I, _P, _P, _P, _P, _P, _P, _I, _I, _I, _L, _L, _L, _L, _I, _I, _I, _P],
-    "pagoda_fp8_mma": [_I, _P, _P, _P, _P, _P, _P, _I, _I, _L, _I, _I, _P],
 }
 """Each launcher's arguments; the last two, the device's index and its stream, `call` adds."""
 DTYPE_CODES = {torch.bfloat16: 0, torch.float16: 1}

@@ -24,24 +24,15 @@ def native_unavailable() -> str | None:
     return TRITON() or provider_unavailable()
 
 
-def native_fp8_unavailable() -> str | None:
-    """As `native_unavailable`, on a GPU with float8 tensor cores."""
-    from pagoda_cuda.native import FP8_CAPABILITY, provider_unavailable
-
-    return TRITON() or provider_unavailable(FP8_CAPABILITY)
-
-
 _QUANT = "pagoda.kernels.triton.quant_linear"
 NATIVE_PROVIDERS = [
     KernelProvider("woq_linear", "cuda_native", "pagoda_cuda.woq_ops:woq_linear", (PLATFORM,),
                    priority=20, is_available="pagoda_cuda.plugin:native_unavailable",
                    supports=f"{_QUANT}:supports_woq", prepare="pagoda_cuda.woq_ops:prepare_woq"),
-    KernelProvider("fp8_linear", "cuda_native", "pagoda_cuda.fp8_ops:fp8_linear", (PLATFORM,),
-                   priority=20, is_available="pagoda_cuda.plugin:native_fp8_unavailable",
-                   supports=f"{_QUANT}:supports_fp8", prepare=f"{_QUANT}:prepare_fp8"),
 ]
-"""The CUDA C++ kernels of csrc/*_mma.cu for a few rows (Triton's for the rest), ahead of
-the Triton providers where they can run."""
+"""The CUDA C++ kernel of csrc/woq_mma.cu for a few rows (Triton's for the rest), ahead of
+the Triton providers where it can run. (An FP8 one-row kernel on mma.sync was measured
+against Triton's FP8 GEMV on an H100 and lost on every 8B shape: docs/benchmarks.md.)"""
 
 plugin = PlatformPlugin(
     PLATFORM, __version__, api_version=TARGET_PLUGIN_API, package="pagoda-cuda",

@@ -1,15 +1,20 @@
 """woq_linear on NVIDIA GPUs ("cuda_native" provider): 1 to MAX_ROWS rows of 16-bit x times
 4-bit codes through the tensor-core kernel of `csrc/woq_mma.cu` (`pagoda_cuda.native`),
 everything else through the shared Triton kernels (`pagoda.kernels.triton.quant_linear`),
-on one prepared weight: Triton's layout, which the library reads as it is, with the
-scales and offsets in the model's type (as the engine loads them, `in_model_dtype`).
+on one prepared weight: Triton's layout (which the library reads as it is) with the scales
+in the model's type (`in_model_dtype`), plus each group's zero point where the offsets are
+-z * s with z an integer (GPTQ, AWQ, compressed-tensors, symmetric formats): the kernel
+computes (code - z) * s, exact up to the one rounding of the product.
 
-The kernel takes groups of 32 to 256 inputs, K a multiple of 128, N of 16 and scales and
-offsets in x's type; other weights go to Triton whatever their rows. Measured against
-the Triton kernels in `ci/bench_quant_kernels.py --ops int4` ("cuda mma" rows).
+The kernel takes such weights in groups of 32 to 256 inputs, K a multiple of 128, N of 16;
+other weights (GGUF Q4_1's minimum offsets among them) go to Triton whatever their rows.
+Measured against the Triton kernels in `ci/bench_quant_kernels.py --ops int4` ("cuda mma"
+rows).
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass, fields
 
 import torch
 
@@ -27,24 +32,58 @@ WARPS = 8
 """Warps a block (they split K)."""
 GROUPS = (32, 64, 128, 256)
 ROW_TILE, K_TILE = 16, 128
+ZERO_TOLERANCE = 1e-3
+"""How far -o / s may be from an integer and still be taken for a zero point (float32
+rounding of o = -z * s leaves ~1e-7)."""
 
 
-def prepare_woq(weight: GroupQuantWeight, dtype: torch.dtype | None = None) -> PackedGroupWeight:
-    """Triton's layout (`quant_linear.prepare_woq`), scales and offsets in `dtype`."""
-    return quant_linear.prepare_woq(in_model_dtype(weight, dtype) if dtype else weight, dtype)
+@dataclass(frozen=True)
+class NativeGroupWeight(PackedGroupWeight):
+    """Triton's layout and, for the kernel, each group's integer zero point in the scales'
+    type ([N, K / GROUP]; None where the offsets are not -z * s)."""
+
+    zeros: torch.Tensor | None = None
+
+
+def prepare_woq(weight: GroupQuantWeight, dtype: torch.dtype | None = None) -> NativeGroupWeight:
+    """Triton's layout (`quant_linear.prepare_woq`); for a weight of the kernel's format
+    (4 bits, its group sizes, integer zero points, a 16-bit model) the scales in `dtype`
+    and the zero points too. Other weights go to Triton as they come."""
+    zeros = None
+    if (dtype in native.DTYPE_CODES and weight.bits == 4 and weight.group_size in GROUPS
+            and zero_points(weight) is not None):
+        weight = in_model_dtype(weight, dtype)
+        zeros = zero_points(weight)
+    packed = quant_linear.prepare_woq(weight, dtype)
+    return NativeGroupWeight(**{f.name: getattr(packed, f.name) for f in fields(packed)},
+                             zeros=zeros)
+
+
+def zero_points(weight: GroupQuantWeight) -> torch.Tensor | None:
+    """z = -offsets / scales in the scales' type where every z is an integer code (with
+    zero scales, an offset of 0 counts as z = 0), else None."""
+    scales, offsets = weight.scales.float(), weight.offsets.float()
+    zeros = torch.where(scales == 0, 0.0, -offsets / torch.where(scales == 0, 1.0, scales))
+    rounded = zeros.round()
+    exact = ((zeros - rounded).abs() <= ZERO_TOLERANCE) & ((scales != 0) | (offsets == 0))
+    if not bool(exact.all()) or rounded.min() < 0 or rounded.max() >= 2**weight.bits:
+        return None
+    return rounded.to(weight.scales.dtype).contiguous()
 
 
 def fits(x2: torch.Tensor, weight: PackedGroupWeight, bias: torch.Tensor | None) -> bool:
     """Whether the kernel takes x [M, K] (M >= 1) times `weight` (+ `bias`)."""
     m, k = x2.shape
     n = weight.shape[0]
-    return (weight.bits == 4 and x2.dtype in native.DTYPE_CODES and 1 <= m <= MAX_ROWS
-            and n % ROW_TILE == 0 and k > 0 and k % K_TILE == 0 and weight.group_size in GROUPS
-            and weight.scales.dtype == x2.dtype == weight.offsets.dtype
+    zeros = getattr(weight, "zeros", None)
+    return (weight.bits == 4 and zeros is not None and x2.dtype in native.DTYPE_CODES
+            and 1 <= m <= MAX_ROWS and n % ROW_TILE == 0 and k > 0 and k % K_TILE == 0
+            and weight.group_size in GROUPS
+            and weight.scales.dtype == x2.dtype == zeros.dtype
             and (bias is None or (bias.dtype == x2.dtype and bias.is_contiguous()))
             and x2.stride(1) == 1 and _aligned(x2, x2.stride(0))
             and weight.words.stride(1) == 1 and _aligned(weight.words, weight.words.stride(0) * 2)
-            and weight.scales.stride(1) == 1 and weight.offsets.stride() == weight.scales.stride())
+            and weight.scales.stride(1) == 1 and zeros.stride() == weight.scales.stride())
 
 
 def _aligned(t: torch.Tensor, row_stride: int) -> bool:
@@ -52,19 +91,19 @@ def _aligned(t: torch.Tensor, row_stride: int) -> bool:
     return t.data_ptr() % 16 == 0 and row_stride % 8 == 0
 
 
-def woq4_mma(out2: torch.Tensor, x2: torch.Tensor, weight: PackedGroupWeight,
+def woq4_mma(out2: torch.Tensor, x2: torch.Tensor, weight: NativeGroupWeight,
              bias: torch.Tensor | None, warps: int = WARPS) -> torch.Tensor:
     """out2 [M, N] = x2 [M, K] W^T (+ bias) on the kernel (`fits` must hold)."""
     m, k = x2.shape
     native.call("pagoda_woq4_mma", x2.device, native.DTYPE_CODES[x2.dtype], out2.data_ptr(),
                 x2.data_ptr(), weight.words.data_ptr(), weight.scales.data_ptr(),
-                weight.offsets.data_ptr(), native.pointer(bias), m, out2.shape[1], k,
+                weight.zeros.data_ptr(), native.pointer(bias), m, out2.shape[1], k,
                 x2.stride(0), out2.stride(0), weight.words.stride(0), weight.scales.stride(0),
                 weight.group_size.bit_length() - 1, warps)
     return out2
 
 
-def woq_linear(x: torch.Tensor, weight: PackedGroupWeight,
+def woq_linear(x: torch.Tensor, weight: NativeGroupWeight,
                bias: torch.Tensor | None = None) -> torch.Tensor:
     """See `pagoda.ops.quant_reference.woq_linear`; `weight` from `prepare_woq`."""
     k, n = x.shape[-1], weight.shape[0]

@@ -1,6 +1,6 @@
 """pagoda-cuda's CUDA C++ kernels (`platforms/cuda/csrc`, `pagoda_cuda.native`): the library
-as built by the package, and on an NVIDIA GPU the 4-bit and FP8 tensor-core linears against
-core's references, through the providers' choice of kernel and through a CUDA graph."""
+as built by the package, and on an NVIDIA GPU the 4-bit tensor-core linear against core's
+reference, through the provider's choice of kernel and through a CUDA graph."""
 
 from __future__ import annotations
 
@@ -14,9 +14,10 @@ import torch
 
 pytest.importorskip("pagoda_cuda", reason="pagoda-cuda is not installed")
 
-from pagoda.ops import OpTable, quant_reference  # noqa: E402
+from pagoda.ops import OpTable  # noqa: E402
 from pagoda.ops.quant_reference import woq_linear as reference  # noqa: E402
-from pagoda.quant.rtn import fp8_weight, group_weight  # noqa: E402
+from pagoda.quant.rtn import group_weight  # noqa: E402
+from pagoda.quant.tensors import GroupQuantWeight  # noqa: E402
 from pagoda.testing.tolerances import mismatch, op_tolerance  # noqa: E402
 from pagoda_cuda import native  # noqa: E402
 
@@ -24,10 +25,6 @@ CSRC = Path(__file__).parents[3] / "platforms" / "cuda" / "csrc"
 gpu = pytest.mark.skipif(not torch.cuda.is_available() or native.unavailable() is not None,
                          reason="needs an NVIDIA GPU (compute capability 8.0+) and pagoda-cuda "
                                 "built with nvcc (run ci/gpu.sh on a GPU machine)")
-fp8_gpu = pytest.mark.skipif(not torch.cuda.is_available()
-                             or native.unavailable(native.FP8_CAPABILITY) is not None,
-                             reason="needs an NVIDIA GPU with float8 tensor cores (8.9+) and "
-                                    "pagoda-cuda built with nvcc")
 
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed")
@@ -66,20 +63,14 @@ def test_launchers_refuse_what_their_kernels_do_not_take() -> None:
         code = lib.pagoda_woq4_mma(0, None, None, None, None, None, None, a["m"], a["n"],
                                    a["k"], 0, 0, 0, 0, a["group_shift"], a["warps"], 0, None)
         assert code == 1001, bad
-    fp8 = dict(n=32, k=256, warps=8)
-    for bad in ({"n": 24}, {"k": 96}, {"k": 0}, {"warps": 2}):
-        a = fp8 | bad
-        assert lib.pagoda_fp8_mma(0, None, None, None, None, None, None, a["n"], a["k"], 0,
-                                  a["warps"], 0, None) == 1001, bad
     assert lib.pagoda_cuda_error_string(1001) == b"unsupported shape or launch"
     assert lib.pagoda_cuda_error_string(1002) == b"unsupported dtype"
     assert lib.pagoda_cuda_error_string(100) == b"no CUDA-capable device is detected"
 
 
-def test_providers_hand_triton_what_the_kernels_do_not_take() -> None:
+def test_provider_hands_triton_what_the_kernel_does_not_take() -> None:
     """`fits`, on CPU tensors (it reads shapes, types, strides and addresses only)."""
-    from pagoda.kernels.triton.quant_linear import prepare_fp8
-    from pagoda_cuda import fp8_ops, woq_ops
+    from pagoda_cuda import woq_ops
 
     bf16 = torch.bfloat16
     gen, canonical = _weight(64, 512, 128, True, bf16, 0)
@@ -96,13 +87,29 @@ def test_providers_hand_triton_what_the_kernels_do_not_take() -> None:
     assert not woq_ops.fits(x, woq_ops.prepare_woq(narrow, bf16), None)  # N % 16
     _, small_groups = _weight(64, 512, 16, True, bf16, 0)
     assert not woq_ops.fits(x, woq_ops.prepare_woq(small_groups, bf16), None)
+    # A minimum offset (GGUF Q4_1) is not a zero point: Triton's
+    q4_1 = GroupQuantWeight(canonical.codes, canonical.scales,
+                            canonical.offsets + 0.3 * canonical.scales)
+    assert not woq_ops.fits(x, woq_ops.prepare_woq(q4_1, bf16), None)
 
-    f8 = prepare_fp8(fp8_weight(torch.randn(64, 512, generator=gen)))
-    assert fp8_ops.fits(x[:1], f8, None) and not fp8_ops.fits(x[:2], f8, None)
-    assert not fp8_ops.fits(x[:1], prepare_fp8(fp8_weight(torch.randn(64, 512), (128, 128))),
-                            None)  # blocked scales
-    assert not fp8_ops.fits(torch.randn(1, 480).to(bf16),
-                            prepare_fp8(fp8_weight(torch.randn(64, 480))), None)  # K % 64
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
+def test_zero_points_survive_16_bit_scales(dtype: torch.dtype) -> None:
+    """Asymmetric groups (integer zero points z, offsets -z * s): in the model's type the
+    kernel's weight is (code - z) * s' exactly, s' the rounded scale, and the offsets Triton
+    reads are -z * s' too (a 16-bit -z * s would be off by up to 2**-9 of z * s)."""
+    from pagoda_cuda.woq_ops import prepare_woq
+
+    _, canonical = _weight(64, 1024, 32, False, dtype, 3)
+    zeros = (-canonical.offsets / canonical.scales).round()
+    assert len(zeros.unique()) >= 5  # the zero points vary
+    prepared = prepare_woq(canonical, dtype)
+    assert prepared.zeros.dtype == prepared.scales.dtype == dtype
+    assert torch.equal(prepared.zeros.float(), zeros)
+    scales = prepared.scales.float()
+    assert torch.allclose(prepared.offsets, -zeros * scales, rtol=1e-6, atol=0)
+    assert not torch.allclose(canonical.offsets.to(dtype).float(), -zeros * scales,
+                              rtol=1e-6, atol=0)  # what holding the offsets in dtype lost
 
 
 def _weight(n: int, k: int, group: int, symmetric: bool, dtype: torch.dtype, seed: int):
@@ -198,63 +205,3 @@ def test_replays_in_a_cuda_graph() -> None:
         graph.replay()
         torch.cuda.synchronize()
         assert torch.equal(out, woq_linear(x, prepared, bias))
-
-
-def _check_fp8(n: int, k: int, dtype: torch.dtype, has_bias: bool, static: bool,
-               seed: int) -> None:
-    from pagoda.kernels.triton.quant_linear import prepare_fp8
-    from pagoda_cuda.fp8_ops import fits, fp8_mma
-
-    gen = torch.Generator().manual_seed(seed)
-    x = (torch.randn(1, k, generator=gen) * 2).to(dtype)
-    canonical = fp8_weight(torch.randn(n, k, generator=gen) * k**-0.5)
-    if static:
-        canonical = type(canonical)(canonical.weight, canonical.scale,
-                                    x.float().abs().amax() / 448 * 1.5)
-    bias = (torch.randn(n, generator=gen) * 0.1).to(dtype) if has_bias else None
-    prepared = prepare_fp8(canonical.to("cuda"), dtype)
-    xc, bc = x.cuda(), (bias.cuda() if bias is not None else None)
-    assert fits(xc, prepared, bc)
-    want = quant_reference.fp8_linear(x, canonical, bias)
-    for warps in (4, 8):
-        out = torch.full((1, n), float("nan"), dtype=dtype, device="cuda")
-        fp8_mma(out, xc, prepared, bc, warps)
-        problem = mismatch(f"n={n} k={k} warps={warps}", out.cpu().float(), want.float(),
-                           op_tolerance("fp8_linear", dtype))
-        assert problem is None, problem
-
-
-@fp8_gpu
-@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
-@pytest.mark.parametrize("static", [False, True], ids=["per-token", "static"])
-def test_fp8_types_and_scales(dtype: torch.dtype, static: bool) -> None:
-    _check_fp8(48, 1152, dtype, has_bias=not static, static=static, seed=3)
-
-
-@fp8_gpu
-@pytest.mark.parametrize("shape", [(6144, 4096), (4096, 14336)], ids=["qkv", "down"])
-def test_fp8_8b_shapes(shape: tuple[int, int]) -> None:
-    _check_fp8(*shape, torch.bfloat16, has_bias=False, static=False, seed=5)
-
-
-@fp8_gpu
-def test_fp8_provider_takes_one_row(monkeypatch: pytest.MonkeyPatch) -> None:
-    from pagoda.kernels.triton.quant_linear import prepare_fp8
-    from pagoda_cuda import fp8_ops
-
-    monkeypatch.setenv(native.ENABLE_ENV, "1")
-    assert OpTable("cuda", dtype=torch.bfloat16).providers["fp8_linear"] == "cuda/cuda_native"
-    rows_seen = []
-    kernel = fp8_ops.fp8_mma
-    monkeypatch.setattr(fp8_ops, "fp8_mma",
-                        lambda *a, **kw: rows_seen.append(a[1].shape[0]) or kernel(*a, **kw))
-    for lead, n in (((1,), 64), ((1, 1), 64), ((2,), 64), ((1,), 40)):
-        gen = torch.Generator().manual_seed(n + len(lead))
-        x = (torch.randn(*lead, 512, generator=gen) * 2).to(torch.bfloat16)
-        canonical = fp8_weight(torch.randn(n, 512, generator=gen) * 512**-0.5)
-        got = fp8_ops.fp8_linear(x.cuda(), prepare_fp8(canonical.to("cuda")))
-        problem = mismatch(f"x{list(lead)} n={n}", got.cpu().float(),
-                           quant_reference.fp8_linear(x, canonical).float(),
-                           op_tolerance("fp8_linear", torch.bfloat16))
-        assert problem is None, problem
-    assert rows_seen == [1, 1]  # 2 rows and 40 columns went to Triton

@@ -68,8 +68,7 @@ def test_listed_by_pagoda_plugins() -> None:
                                                                     "0.1.0")
     assert rec["attention_backends"] == ["triton"]
     assert rec["kernel_providers"] == {op: ["triton"] for op in (*TRITON_OPS, *TRITON_QUANT_OPS)
-                                       } | {op: ["cuda_native", "triton"]
-                                            for op in ("woq_linear", "fp8_linear")}
+                                       } | {"woq_linear": ["cuda_native", "triton"]}
     [device] = rec["devices"]
     assert device["name"] == "cuda" and device["usable"] is HAS_GPU
     assert (device["reason"] is None) is HAS_GPU
@@ -93,10 +92,9 @@ def test_ops_resolve_to_triton_only_with_a_gpu() -> None:
     required = {op: triton if op in TRITON_OPS else "core/reference"
                 for op, spec in OPS.items() if not spec.optional}
     if HAS_GPU:
-        from pagoda_cuda.native import FP8_CAPABILITY, provider_unavailable
+        from pagoda_cuda.native import provider_unavailable
 
-        native = ({"woq_linear": "cuda/cuda_native"} if provider_unavailable() is None else {}) | (
-            {"fp8_linear": "cuda/cuda_native"} if provider_unavailable(FP8_CAPABILITY) is None else {})
+        native = {"woq_linear": "cuda/cuda_native"} if provider_unavailable() is None else {}
         assert table.providers == {**required, **dict.fromkeys(TRITON_QUANT_OPS, triton),
                                    **native}
     else:
@@ -126,7 +124,7 @@ def test_registered_targets_are_the_shared_kernels() -> None:
             else:
                 assert not load_target(entry.spec.supports)(dtype=torch.float16, head_size=512)
     assert {name for _, name in names} == {"triton", "cuda_native"}
-    assert {op for op, name in names if name == "cuda_native"} == {"woq_linear", "fp8_linear"}
+    assert {op for op, name in names if name == "cuda_native"} == {"woq_linear"}
 
 
 H200 = GpuInfo("NVIDIA H200", "GPU-1111aaaa-0000", 143_771 * 2**20)
