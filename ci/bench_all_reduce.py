@@ -1,13 +1,16 @@
 """The all-reduce of tensor parallelism across this host's GPUs, per message size: NCCL
-through torch.distributed (what Pagoda's layers call), launched eagerly and replayed from a
-CUDA graph (a decode step's graph would hold it), one process per GPU.
+through torch.distributed (what Pagoda's layers call) beside the candidates for a custom
+all-reduce of small messages, PyTorch's symmetric-memory one-shot (each GPU reads every
+peer's whole message over NVLink and sums) and two-shot (each sums a slice, then gathers)
+all-reduces, each launched eagerly and replayed from a CUDA graph (a decode step's graph
+would hold it), one process per GPU.
 
     python ci/bench_all_reduce.py [--gpus N] [--output-json FILE]
 
 Messages are a step's activations in bf16: 1 to 8192 tokens of the 8B (4096) and 70B (8192)
 hidden sizes. Bus bandwidth = 2 (n - 1) / n x bytes / time (NCCL's convention). Each
 result is checked against the exact sum first. NVLink multicast stays off (the machines'
-rule: NCCL_NVLS_ENABLE=0, TORCH_SYMM_MEM_DISABLE_MULTICAST=1).
+rule: NCCL_NVLS_ENABLE=0, TORCH_SYMM_MEM_DISABLE_MULTICAST=1), so no multimem path.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import argparse
 import json
 import os
 import socket
+from collections.abc import Callable
 
 import torch
 import torch.distributed as dist
@@ -38,34 +42,68 @@ def _time(fn, iters: int) -> float:
     return start.elapsed_time(end) / 1e3 / iters
 
 
+def _paths(world: int) -> dict[str, Callable[[torch.Tensor], torch.Tensor]]:
+    """Name -> all-reduce of a [tokens, hidden] bf16 tensor, returning the sum (NCCL's in
+    place; the symmetric-memory ones through a buffer every rank mapped, where PyTorch
+    has it and the GPUs reach each other)."""
+    paths: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
+        "nccl": lambda x: dist.all_reduce(x) or x}
+    try:
+        import torch.distributed._symmetric_memory as symm_mem
+
+        group = dist.group.WORLD.group_name
+        buffer = symm_mem.empty(max(TOKENS) * max(HIDDEN), dtype=torch.bfloat16, device="cuda")
+        symm_mem.rendezvous(buffer, group)
+    except Exception as e:  # noqa: BLE001 - no symmetric memory here: NCCL alone
+        print(f"symmetric memory: not timed ({type(e).__name__}: {e})")
+        return paths
+    ops = torch.ops.symm_mem
+
+    def staged(x: torch.Tensor) -> torch.Tensor:
+        return buffer[:x.numel()].view_as(x)
+
+    paths["symm one-shot"] = lambda x: ops.one_shot_all_reduce_copy(staged(x), x, "sum", group)
+
+    def two_shot(x: torch.Tensor) -> torch.Tensor:
+        staged(x).copy_(x)
+        return ops.two_shot_all_reduce_(staged(x), "sum", group)
+
+    paths["symm two-shot"] = two_shot
+    return paths
+
+
 def _rank(rank: int, world: int, address: str, queue) -> None:
     torch.cuda.set_device(rank)
     dist.init_process_group("nccl", init_method=address, world_size=world, rank=rank,
                             device_id=torch.device("cuda", rank))
+    paths = _paths(world)
     rows = []
     for hidden in HIDDEN:
         for tokens in TOKENS:
             x = torch.full((tokens, hidden), float(rank + 1), dtype=torch.bfloat16,
                            device="cuda")
-            check = x.clone()
-            dist.all_reduce(check)
-            assert torch.all(check == world * (world + 1) / 2), "wrong all-reduce sum"
-            eager = _time(lambda x=x: dist.all_reduce(x), ITERS)
-            stream = torch.cuda.Stream()
-            graph = torch.cuda.CUDAGraph()
-            with torch.cuda.stream(stream):
-                dist.all_reduce(x)  # warm-up on the capturing stream
-            torch.cuda.synchronize()
-            with torch.cuda.graph(graph, stream=stream):
-                for _ in range(ITERS):
-                    dist.all_reduce(x)
-            graphed = _time(graph.replay, 3) / ITERS
             size = x.numel() * x.element_size()
             bus = 2 * (world - 1) / world * size
-            rows.append({"benchmark": f"Z all-reduce {tokens}x{hidden} bf16 over {world} GPUs",
-                         "bytes": size, "nccl eager us": 1e6 * eager,
-                         "nccl in graph us": 1e6 * graphed,
-                         "bus GB/s (graph)": bus / graphed / 1e9})
+            row = {"benchmark": f"Z all-reduce {tokens}x{hidden} bf16 over {world} GPUs",
+                   "bytes": size}
+            for name, reduce in paths.items():
+                got = reduce(x.clone())
+                assert torch.all(got == world * (world + 1) / 2), f"{name}: wrong sum"
+                work = x.clone()
+                eager = _time(lambda reduce=reduce, work=work: reduce(work), ITERS)
+                stream = torch.cuda.Stream()
+                graph = torch.cuda.CUDAGraph()
+                with torch.cuda.stream(stream):
+                    reduce(work)  # warm-up on the capturing stream
+                torch.cuda.synchronize()
+                with torch.cuda.graph(graph, stream=stream):
+                    for _ in range(ITERS):
+                        reduce(work)
+                graphed = _time(graph.replay, 3) / ITERS
+                row |= {f"{name} eager us": 1e6 * eager, f"{name} in graph us": 1e6 * graphed,
+                        f"{name} bus GB/s (graph)": bus / graphed / 1e9}
+                del graph
+            rows.append(row)
     if rank == 0:
         queue.put(rows)
     dist.destroy_process_group()

@@ -34,8 +34,9 @@ V  speculative decoding (ci/bench_speculative.py), each beside no speculation: n
    rarely accepted, so this is the cost of proposing and verifying)
 T  tensor parallelism: A at TP = 1, 2 and 4, C at TP = 1 and 2 (as many GPUs as are visible)
 Y  the Llama-3-70B shape at TP = 4: A's workload and one request, against four GPUs' rooflines
-Z  the all-reduce of a step's activations over the visible GPUs: NCCL eager and in a CUDA
-   graph, per message size (ci/bench_all_reduce.py)
+Z  the all-reduce of a step's activations over the visible GPUs: NCCL beside PyTorch's
+   symmetric-memory one-shot and two-shot all-reduces (the custom all-reduce's candidates),
+   eager and in a CUDA graph, per message size (ci/bench_all_reduce.py)
 
 Dummy bf16 weights, random prompts, ignore_eos. Roofline figures use the H200 as measured
 (../shared/FACTS.md): bf16 matmul 790 TFLOP/s, device copy 4.24 TB/s.
@@ -312,7 +313,8 @@ def llama70b(out: Path, big: Path, s: dict) -> list[dict]:
 
 def all_reduce(out: Path) -> list[dict]:
     """Z: the all-reduce of a step's activations across the visible GPUs
-    (ci/bench_all_reduce.py): NCCL eagerly and replayed from a CUDA graph, per message size."""
+    (ci/bench_all_reduce.py): NCCL and the symmetric-memory all-reduces, eagerly and replayed
+    from a CUDA graph, per message size."""
     result = out / "Z.json"
     run([sys.executable, str(ROOT / "ci" / "bench_all_reduce.py"), "--output-json",
          str(result)], out / "Z.log")
