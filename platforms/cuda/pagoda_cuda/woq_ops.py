@@ -3,8 +3,9 @@
 everything else through the shared Triton kernels (`pagoda.kernels.triton.quant_linear`),
 on one prepared weight: Triton's layout (which the library reads as it is) with the scales
 in the model's type (`in_model_dtype`), plus each group's zero point where the offsets are
--z * s with z an integer (GPTQ, AWQ, compressed-tensors, symmetric formats): the kernel
-computes (code - z) * s, exact up to the one rounding of the product.
+-z * s with z an integer (GPTQ, AWQ, compressed-tensors, symmetric formats, GGUF Q4_0): the
+kernel forms code - z exactly and scales it per weight (groups under 128 inputs) or scales
+each 128-input chunk's float32 sums (groups of 128 and more).
 
 The kernel takes such weights in groups of 32 to 256 inputs, K a multiple of 128, N of 16;
 other weights (GGUF Q4_1's minimum offsets among them) go to Triton whatever their rows.
@@ -50,10 +51,10 @@ def prepare_woq(weight: GroupQuantWeight, dtype: torch.dtype | None = None) -> N
     (4 bits, its group sizes, integer zero points, a 16-bit model) the scales in `dtype`
     and the zero points too. Other weights go to Triton as they come."""
     zeros = None
-    if (dtype in native.DTYPE_CODES and weight.bits == 4 and weight.group_size in GROUPS
-            and zero_points(weight) is not None):
-        weight = in_model_dtype(weight, dtype)
-        zeros = zero_points(weight)
+    if dtype in native.DTYPE_CODES and weight.bits == 4 and weight.group_size in GROUPS:
+        held = in_model_dtype(weight, dtype)  # its offsets keep -z * s' exact
+        zeros = zero_points(held)
+        weight = held if zeros is not None else weight
     packed = quant_linear.prepare_woq(weight, dtype)
     return NativeGroupWeight(**{f.name: getattr(packed, f.name) for f in fields(packed)},
                              zeros=zeros)
