@@ -4,6 +4,7 @@
 #   bash ci/gpu.sh [all|tests|bench] [A B C D E F G L M N P Q R S U V W X]  (default: all; A-F)
 #   bash ci/gpu.sh cudatests | kerneltests    (the two halves of tests)
 #   bash ci/gpu.sh quanttests | quantbench [ci/bench_quant_kernels.py arguments]
+#   bash ci/gpu.sh nativetests  (the CUDA C++ kernels' tests and their conformance kit alone)
 #   bash ci/gpu.sh attnbench [ci/bench_attention_kernels.py arguments]
 #   bash ci/gpu.sh multigpu     (a machine of 2+ GPUs: the NCCL tests, then benchmarks T Y Z)
 #
@@ -84,6 +85,13 @@ if [[ $STAGE == quanttests ]]; then
         tests/platforms/cuda/test_cuda_gpu.py tests/platforms/cuda/test_cuda_native.py \
         -k "quant or fp8 or int8 or woq or resolve or native" \
         2>&1 | tee "$RESULTS/pytest_quant.log" || status=1
+fi
+
+if [[ $STAGE == nativetests ]]; then
+    echo "== CUDA C++ kernel tests"
+    PAGODA_CUDA_NATIVE=1 "$PY" -m pytest -p no:cacheprovider -rs \
+        tests/platforms/cuda/test_cuda_native.py tests/platforms/cuda/test_cuda_gpu.py \
+        -k "native or resolve" 2>&1 | tee "$RESULTS/pytest_native.log" || status=1
 fi
 
 if [[ $STAGE == quantbench ]]; then
