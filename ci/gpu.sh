@@ -59,13 +59,17 @@ case $STAGE in
     multigpu) TESTS=(tests/platforms/cuda/test_cuda_multi_gpu.py
                      "tests/platforms/cuda/test_cuda_gpu.py::test_certification_suite") ;;
 esac
+TEST_ENV=()
 if [[ $STAGE == multigpu ]]; then
-    # Tensor-parallel decode steps in CUDA graphs with NCCL's all-reduce inside: tried here.
+    # Tensor-parallel decode steps in CUDA graphs with NCCL's all-reduce inside: tried here,
+    # and the tests' small all-reduces over symmetric memory (pagoda_cuda.all_reduce).
     export PAGODA_CUDA_TP_GRAPHS=1
+    TEST_ENV=(PAGODA_CUDA_SYMM_ALL_REDUCE=1)
 fi
 if (( ${#TESTS[@]} )); then
     echo "== tests"
-    PAGODA_CUDA_NATIVE=1 "$PY" -m pytest -p no:cacheprovider -rs --durations=15 "${TESTS[@]}" \
+    env PAGODA_CUDA_NATIVE=1 "${TEST_ENV[@]}" "$PY" -m pytest -p no:cacheprovider -rs \
+        --durations=15 "${TESTS[@]}" \
         2>&1 | tee "$RESULTS/pytest.log" || status=1
 fi
 

@@ -68,7 +68,8 @@ def test_listed_by_pagoda_plugins() -> None:
                                                                     "0.1.0")
     assert rec["attention_backends"] == ["triton"]
     assert rec["kernel_providers"] == {op: ["triton"] for op in (*TRITON_OPS, *TRITON_QUANT_OPS)
-                                       } | {"woq_linear": ["cuda_native", "triton"]}
+                                       } | {"woq_linear": ["cuda_native", "triton"],
+                                            "all_reduce": ["cuda_symm_mem"]}
     [device] = rec["devices"]
     assert device["name"] == "cuda" and device["usable"] is HAS_GPU
     assert (device["reason"] is None) is HAS_GPU
@@ -112,7 +113,7 @@ def test_registered_targets_are_the_shared_kernels() -> None:
     for entry in get_registries().kernels:
         if entry.plugin == "cuda":
             names.add((entry.spec.op, entry.spec.name))
-            if entry.spec.name == "cuda_native":  # csrc, handing the rest to the Triton impl
+            if entry.spec.name in ("cuda_native", "cuda_symm_mem"):  # csrc; PyTorch's
                 continue
             shared = quant_linear if entry.spec.op in TRITON_QUANT_OPS else kernels
             impl = load_target(entry.spec.impl)
@@ -123,7 +124,7 @@ def test_registered_targets_are_the_shared_kernels() -> None:
                 assert entry.spec.prepare is not None
             else:
                 assert not load_target(entry.spec.supports)(dtype=torch.float16, head_size=512)
-    assert {name for _, name in names} == {"triton", "cuda_native"}
+    assert {name for _, name in names} == {"triton", "cuda_native", "cuda_symm_mem"}
     assert {op for op, name in names if name == "cuda_native"} == {"woq_linear"}
 
 
