@@ -1,9 +1,10 @@
 """The all-reduce of tensor parallelism across this host's GPUs, per message size: NCCL
-through torch.distributed (what Pagoda's layers call) beside the candidates for a custom
-all-reduce of small messages, PyTorch's symmetric-memory one-shot (each GPU reads every
-peer's whole message over NVLink and sums) and two-shot (each sums a slice, then gathers)
-all-reduces, each launched eagerly and replayed from a CUDA graph (a decode step's graph
-would hold it), one process per GPU.
+through torch.distributed (what Pagoda's layers call by default) beside PyTorch's
+symmetric-memory one-shot (each GPU reads every peer's whole message over NVLink and sums)
+and two-shot (each sums a slice, then gathers) all-reduces, and pagoda-cuda's all-reduce
+(`pagoda_cuda.all_reduce`: one-shot up to its size limit, NCCL above), each launched
+eagerly and replayed from a CUDA graph (a decode step's graph would hold it), one process
+per GPU.
 
     python ci/bench_all_reduce.py [--gpus N] [--output-json FILE]
 
@@ -69,6 +70,11 @@ def _paths(world: int) -> dict[str, Callable[[torch.Tensor], torch.Tensor]]:
         return ops.two_shot_all_reduce_(staged(x), "sum", group)
 
     paths["symm two-shot"] = two_shot
+    try:  # what the engine runs with PAGODA_CUDA_SYMM_ALL_REDUCE=1: one-shot up to its limit
+        from pagoda_cuda.all_reduce import all_reduce
+    except ImportError:
+        return paths
+    paths["pagoda_cuda"] = lambda x: all_reduce(x, dist.group.WORLD)
     return paths
 
 
