@@ -46,7 +46,6 @@ from pagoda.kernels.triton.scaled_gemm import QGemvPlan, qgemm, qgemv  # noqa: E
 from pagoda.kernels.triton.woq_dot import DOT_MAX_ROWS, woq_dot  # noqa: E402
 from pagoda.kernels.triton.woq_gemm import woq_gemm, woq_gemv  # noqa: E402
 from pagoda.ops import quant_reference  # noqa: E402
-from pagoda.quant.op_method import in_model_dtype  # noqa: E402
 from pagoda.quant.rtn import fp8_weight, group_weight, int8_weight  # noqa: E402
 from pagoda.testing.tolerances import mismatch, op_tolerance  # noqa: E402
 
@@ -251,10 +250,9 @@ def tinygemm_row(name: str, m: int, x: torch.Tensor, canonical: Any, want: torch
 
 def weights(op: str, dense: torch.Tensor) -> tuple[Any, Any]:
     """(canonical weight, prepared weight) of `op` made from the dense bf16 weight."""
-    if op == "int4":  # as the engine holds it: the scales in the model's type (and, with
-        # pagoda-cuda, the zero points its CUDA C++ kernel reads; the Triton kernels take
-        # the same prepared weight)
-        canonical = in_model_dtype(group_weight(dense, 4, 128), dense.dtype)
+    if op == "int4":  # as the engine prepares it (with pagoda-cuda, the zero points its
+        # CUDA C++ kernel reads too; the Triton kernels take the same prepared weight)
+        canonical = group_weight(dense, 4, 128)
         return canonical, prepare_int4(canonical, dense.dtype)
     if op == "int8":
         canonical = int8_weight(dense)

@@ -229,9 +229,9 @@ def quantized_c(out: Path, llama: Path, s: dict, tag: str, quantization: str, go
     name = tag + "".join(f"-{k.rpartition('_')[2].lower()}{v}" for k, v in (env or {}).items())
     ours = _latency(out, f"QC-{name}", llama, "pagoda", {**os.environ, **env} if env else None,
                     extra)["pagoda"]
-    # The LM head stays bf16; int4 adds a scale (bf16) and an offset (float32) per 128
-    # weights (the CUDA C++ kernel reads a 16-bit zero point instead of the offset).
-    per_weight = {"bf16": 2, "fp8": 1, "int4": 0.5 + (2 + 4) / 128}[tag]
+    # The LM head stays bf16; int4 adds a float32 scale and offset per 128 weights (the
+    # CUDA C++ kernel reads a 16-bit zero point instead of the offset).
+    per_weight = {"bf16": 2, "fp8": 1, "int4": 0.5 + (4 + 4) / 128}[tag]
     head = s["head_params"]
     bound = ((s["matmul_params"] - head) * per_weight + 2 * head) / PEAK_BYTES_PER_S
     return {"benchmark": f"C {name}", "pagoda TPOT ms": 1e3 * ours["time_per_output_token_s"],

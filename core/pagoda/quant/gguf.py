@@ -17,7 +17,7 @@ from torch import nn
 
 from pagoda.quant.checkpoint import CheckpointTensor, copy_weight
 from pagoda.quant.layout import ParamLayout, add_param
-from pagoda.quant.op_method import OpLinearMethod, in_model_dtype
+from pagoda.quant.op_method import OpLinearMethod
 from pagoda.quant.tensors import GroupQuantWeight
 
 logger = logging.getLogger(__name__)
@@ -78,7 +78,6 @@ class GGUFMethod(OpLinearMethod):
             return
         weight = GroupQuantWeight(layer.weight.data, layer.weight_scale.data,
                                   layer.weight_offset.data, bits=next(iter(bits)))
-        weight = in_model_dtype(weight, layer.dense_dtype)
         del layer.weight, layer.weight_scale, layer.weight_offset
         layer.qweight = layer.quant_prepare(weight, layer.dense_dtype)
 

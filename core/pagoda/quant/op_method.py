@@ -13,14 +13,13 @@ from __future__ import annotations
 
 from abc import abstractmethod
 from collections.abc import Callable
-from dataclasses import replace
 from typing import Any, ClassVar
 
 import torch
 from torch import nn
 
 from pagoda.quant.method import QuantMethod
-from pagoda.quant.tensors import GroupQuantWeight, QuantizedWeight
+from pagoda.quant.tensors import QuantizedWeight
 
 
 class OpLinearMethod(QuantMethod):
@@ -53,7 +52,7 @@ class OpLinearMethod(QuantMethod):
         """The loaded parameters as the op's canonical weight."""
 
     def process_weights_after_loading(self, layer: nn.Module) -> None:
-        weight = in_model_dtype(self.canonical(layer), layer.dense_dtype)
+        weight = self.canonical(layer)
         for name, _ in list(layer.named_parameters(recurse=False)):
             if name != "bias":
                 delattr(layer, name)
@@ -66,22 +65,6 @@ class OpLinearMethod(QuantMethod):
 
     def kernel_call(self, layer: nn.Module) -> tuple[Callable[..., torch.Tensor], Any]:
         return layer.quant_op, layer.qweight
-
-
-def in_model_dtype(weight: QuantizedWeight, dtype: torch.dtype) -> QuantizedWeight:
-    """A weight-only quantized weight's scales in the model's dtype (the activations' dtype:
-    what the kernels multiply in, and half the bytes of float32 in a 16-bit model); W8A8
-    scales stay float32, as their kernels apply them.
-
-    The offsets stay float32, scaled by what rounding did to each scale: w = code * s + o
-    becomes (code + o / s) * s', the weight times s' / s, so an integer zero point z stays
-    exact (o' = -z * s', which a 16-bit offset could not hold: z * s' has up to 12
-    significant bits) and no group's weights shift by a common error."""
-    if isinstance(weight, GroupQuantWeight) and weight.scales.dtype != dtype:
-        scales = weight.scales.to(dtype)
-        ratio = torch.where(weight.scales == 0, 1.0, scales.float() / weight.scales.float())
-        return replace(weight, scales=scales, offsets=weight.offsets.float() * ratio)
-    return weight
 
 
 def num_shards(layer: nn.Module) -> int:

@@ -1,6 +1,7 @@
 // 4-bit weight-only linear for a few rows on tensor cores: out = x W^T (+ bias), for 1 to 16
-// rows of x, where W [N, K] is stored as 4-bit codes with a scale and an integer zero point
-// per row and group of GROUP inputs, W[n, k] = (code - z[n, k / GROUP]) * s[n, k / GROUP]
+// rows of x, where W [N, K] is stored as 4-bit codes with a float32 scale and an integer
+// zero point per row and group of GROUP inputs, W[n, k] = (code - z[n, k / GROUP]) *
+// s[n, k / GROUP]
 // (pagoda.quant.tensors.GroupQuantWeight whose offsets are -z * s, the codes in
 // pagoda.kernels.triton.woq_gemm's layout).
 //
@@ -12,8 +13,9 @@
 // mantissa's low bits), which a subtraction of M + z makes code - z: a small integer, exact.
 // Groups of 128 inputs or more hold a warp step's chunk whole: the MMAs multiply the codes
 // as they are (every product exact) and each chunk's float32 sums are scaled once. Smaller
-// groups are scaled per weight before the MMA (a multiply, rounded once to the 16-bit type,
-// as the GEMM's dequantized tiles are). Two or three such operations make two weights.
+// groups are scaled per weight before the MMA (a multiply by the scale in the 16-bit type,
+// rounded once, as the GEMM's dequantized tiles are). Two or three such operations make two
+// weights.
 //
 // Each warp multiplies 16 weight rows by up to 8 (NT = 1) or 16 (NT = 2) rows of x with
 // mma.sync m16n8k16 (float32 accumulation): the weights are its A operand, x its B operand
@@ -119,7 +121,7 @@ __device__ __forceinline__ void multiply_chunk(float (&acc)[NT][4], const uint4&
 template <typename T, int NT, int WARPS, bool WHOLE>
 __global__ void __launch_bounds__(WARPS * 32)
     woq4_mma_kernel(T* __restrict__ out, const T* __restrict__ x,
-                    const uint32_t* __restrict__ words, const T* __restrict__ scales,
+                    const uint32_t* __restrict__ words, const float* __restrict__ scales,
                     const T* __restrict__ zeros, const T* __restrict__ bias, int m, int k,
                     int64_t stride_xm, int64_t stride_om, int64_t stride_wn, int64_t stride_sn,
                     int group_shift) {
@@ -130,8 +132,8 @@ __global__ void __launch_bounds__(WARPS * 32)
   const auto [warp, g, t, begin, end, row] = pagoda_cuda::lane_tile<WARPS>(k / kChunk);
   const uint4* wa = reinterpret_cast<const uint4*>(words + row * stride_wn) + t;
   const uint4* wb = reinterpret_cast<const uint4*>(words + (row + 8) * stride_wn) + t;
-  const T* sa = scales + row * stride_sn;
-  const T* sb = sa + 8 * stride_sn;
+  const float* sa = scales + row * stride_sn;
+  const float* sb = sa + 8 * stride_sn;
   const T* za = zeros + row * stride_sn;
   const T* zb = za + 8 * stride_sn;
   uint32_t magic_bits = H::kMagic;
@@ -171,7 +173,7 @@ __global__ void __launch_bounds__(WARPS * 32)
     if constexpr (WHOLE) {
       float sums[NT][4] = {};
       multiply_chunk<T, NT, false>(sums, cur_a, cur_b, T2{}, z_a, T2{}, z_b, xs);
-      const float s_a = to_float(sa[grp]), s_b = to_float(sb[grp]);
+      const float s_a = sa[grp], s_b = sb[grp];
 #pragma unroll
       for (int j = 0; j < NT; ++j) {  // fragments 0, 1: row g; 2, 3: row g + 8
         acc[j][0] = fmaf(s_a, sums[j][0], acc[j][0]);
@@ -180,8 +182,8 @@ __global__ void __launch_bounds__(WARPS * 32)
         acc[j][3] = fmaf(s_b, sums[j][3], acc[j][3]);
       }
     } else {
-      multiply_chunk<T, NT, true>(acc, cur_a, cur_b, H::pair(sa[grp]), z_a, H::pair(sb[grp]),
-                                  z_b, xs);
+      multiply_chunk<T, NT, true>(acc, cur_a, cur_b, H::pair(from_float<T>(sa[grp])), z_a,
+                                  H::pair(from_float<T>(sb[grp])), z_b, xs);
     }
   }
 
@@ -230,7 +232,7 @@ cudaError_t launch(void* out, const void* x, const void* words, const void* scal
                    int group_shift, int warps, cudaStream_t stream) {
   pick<T>(m, warps, group_shift)<<<n / kRows, warps * 32, 0, stream>>>(
       static_cast<T*>(out), static_cast<const T*>(x), static_cast<const uint32_t*>(words),
-      static_cast<const T*>(scales), static_cast<const T*>(zeros),
+      static_cast<const float*>(scales), static_cast<const T*>(zeros),
       static_cast<const T*>(bias), m, k, stride_xm, stride_om, stride_wn, stride_sn,
       group_shift);
   return cudaGetLastError();
@@ -241,7 +243,7 @@ cudaError_t launch(void* out, const void* x, const void* words, const void* scal
 extern "C" {
 
 // out [m, n] (row stride stride_om) = x [m, k] (row stride stride_xm) W^T + bias, with
-// dtype 0 bfloat16, 1 float16 (x, scales, zeros, bias and out); words [n, stride_wn];
+// dtype 0 bfloat16, 1 float16 (x, zeros, bias and out); words [n, stride_wn]; float32
 // scales and zero points (integers 0 to 15) [n, stride_sn]; group = 1 << group_shift
 // inputs, 32 to 256;
 // 1 <= m <= 16, n a multiple of 16, k of 128; warps 4 or 8 split K. x and the words

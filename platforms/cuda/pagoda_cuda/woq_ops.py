@@ -1,11 +1,12 @@
 """woq_linear on NVIDIA GPUs ("cuda_native" provider): 1 to MAX_ROWS rows of 16-bit x times
 4-bit codes through the tensor-core kernel of `csrc/woq_mma.cu` (`pagoda_cuda.native`),
 everything else through the shared Triton kernels (`pagoda.kernels.triton.quant_linear`),
-on one prepared weight: Triton's layout (which the library reads as it is) with the scales
-in the model's type (`in_model_dtype`), plus each group's zero point where the offsets are
--z * s with z an integer (GPTQ, AWQ, compressed-tensors, symmetric formats, GGUF Q4_0): the
-kernel forms code - z exactly and scales it per weight (groups under 128 inputs) or scales
-each 128-input chunk's float32 sums (groups of 128 and more).
+on one prepared weight: Triton's layout (which the library reads as it is; the scales
+float32, as every woq_linear kernel takes them) plus, in a 16-bit model, each group's zero
+point where the offsets are -z * s with z an integer (GPTQ, AWQ, compressed-tensors,
+symmetric formats, GGUF Q4_0): the kernel forms code - z exactly and scales it per weight
+(groups under 128 inputs) or scales each 128-input chunk's float32 sums (groups of 128
+and more).
 
 The kernel takes such weights in groups of 32 to 256 inputs, K a multiple of 128, N of 16;
 other weights (GGUF Q4_1's minimum offsets among them) go to Triton whatever their rows.
@@ -22,7 +23,6 @@ import torch
 from pagoda.kernels.triton import quant_linear
 from pagoda.kernels.triton.common import rows
 from pagoda.kernels.triton.woq_gemm import PackedGroupWeight
-from pagoda.quant.op_method import in_model_dtype
 from pagoda.quant.tensors import GroupQuantWeight
 from pagoda_cuda import native
 from pagoda_cuda.triton_ops import KERNELS
@@ -40,36 +40,35 @@ rounding of o = -z * s leaves ~1e-7)."""
 
 @dataclass(frozen=True)
 class NativeGroupWeight(PackedGroupWeight):
-    """Triton's layout and, for the kernel, each group's integer zero point in the scales'
-    type ([N, K / GROUP]; None where the offsets are not -z * s)."""
+    """Triton's layout and, for the kernel, each group's integer zero point in the model's
+    16-bit type ([N, K / GROUP]; None where the offsets are not -z * s or the model is not
+    16-bit)."""
 
     zeros: torch.Tensor | None = None
 
 
 def prepare_woq(weight: GroupQuantWeight, dtype: torch.dtype | None = None) -> NativeGroupWeight:
-    """Triton's layout (`quant_linear.prepare_woq`); for a weight of the kernel's format
-    (4 bits, its group sizes, integer zero points, a 16-bit model) the scales in `dtype`
-    and the zero points too. Other weights go to Triton as they come."""
+    """Triton's layout (`quant_linear.prepare_woq`) and, for a weight of the kernel's
+    format (4 bits, its group sizes, integer zero points) in a 16-bit model, the zero
+    points in `dtype`."""
     zeros = None
     if dtype in native.DTYPE_CODES and weight.bits == 4 and weight.group_size in GROUPS:
-        held = in_model_dtype(weight, dtype)  # its offsets keep -z * s' exact
-        zeros = zero_points(held)
-        weight = held if zeros is not None else weight
+        zeros = zero_points(weight, dtype)
     packed = quant_linear.prepare_woq(weight, dtype)
     return NativeGroupWeight(**{f.name: getattr(packed, f.name) for f in fields(packed)},
                              zeros=zeros)
 
 
-def zero_points(weight: GroupQuantWeight) -> torch.Tensor | None:
-    """z = -offsets / scales in the scales' type where every z is an integer code (with
-    zero scales, an offset of 0 counts as z = 0), else None."""
+def zero_points(weight: GroupQuantWeight, dtype: torch.dtype) -> torch.Tensor | None:
+    """z = -offsets / scales in `dtype` where every z is an integer code (with zero scales,
+    an offset of 0 counts as z = 0), else None."""
     scales, offsets = weight.scales.float(), weight.offsets.float()
     zeros = torch.where(scales == 0, 0.0, -offsets / torch.where(scales == 0, 1.0, scales))
     rounded = zeros.round()
     exact = ((zeros - rounded).abs() <= ZERO_TOLERANCE) & ((scales != 0) | (offsets == 0))
     if not bool(exact.all()) or rounded.min() < 0 or rounded.max() >= 2**weight.bits:
         return None
-    return rounded.to(weight.scales.dtype).contiguous()
+    return rounded.to(dtype).contiguous()
 
 
 def fits(x2: torch.Tensor, weight: PackedGroupWeight, bias: torch.Tensor | None) -> bool:
@@ -80,7 +79,7 @@ def fits(x2: torch.Tensor, weight: PackedGroupWeight, bias: torch.Tensor | None)
     return (weight.bits == 4 and zeros is not None and x2.dtype in native.DTYPE_CODES
             and 1 <= m <= MAX_ROWS and n % ROW_TILE == 0 and k > 0 and k % K_TILE == 0
             and weight.group_size in GROUPS
-            and weight.scales.dtype == x2.dtype == zeros.dtype
+            and weight.scales.dtype == torch.float32 and zeros.dtype == x2.dtype
             and (bias is None or (bias.dtype == x2.dtype and bias.is_contiguous()))
             and x2.stride(1) == 1 and _aligned(x2, x2.stride(0))
             and weight.words.stride(1) == 1 and _aligned(weight.words, weight.words.stride(0) * 2)

@@ -17,7 +17,6 @@ from torch import nn
 
 from pagoda.distributed import TensorParallelGroup, tp_group
 from pagoda.ops import current_ops
-from pagoda.quant.op_method import in_model_dtype
 from pagoda.quant.tensors import GroupQuantWeight
 
 
@@ -119,8 +118,7 @@ class ParallelLMHead(nn.Module):
         ops = current_ops()
         if self.tp.world_size == 1 and "woq_linear" in ops.prepare:  # else stays dense
             self._woq_linear = ops.woq_linear
-            self.qweight = ops.prepare["woq_linear"](in_model_dtype(table, self.dtype),
-                                                     self.dtype)
+            self.qweight = ops.prepare["woq_linear"](table, self.dtype)
 
     def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
         if self.qweight is not None and hidden_states.shape[0] <= QUANTIZED_HEAD_MAX_ROWS:
