@@ -32,7 +32,8 @@ V  speculative decoding (ci/bench_speculative.py), each beside no speculation: n
    and one request (128 in, 128 out) of the 8B shape with a Qwen3-0.6B-shape draft of the
    8B's vocabulary, 3 drafts a step (time per output token; dummy weights: drafts are
    rarely accepted, so this is the cost of proposing and verifying)
-T  tensor parallelism: A at TP = 1, 2 and 4, C at TP = 1 and 2 (as many GPUs as are visible)
+T  tensor parallelism: A at TP = 1, 2 and 4, C at TP = 1 and 2 (as many GPUs as are visible),
+   and C at TP = 2 with the all-reduces over symmetric memory (PAGODA_CUDA_SYMM_ALL_REDUCE=1)
 Y  the Llama-3-70B shape at TP = 4: A's workload and one request, against four GPUs' rooflines
 Z  the all-reduce of a step's activations over the visible GPUs: NCCL beside PyTorch's
    symmetric-memory one-shot and two-shot all-reduces (the custom all-reduce's candidates),
@@ -280,14 +281,18 @@ def tensor_parallel(out: Path, llama: Path, s: dict) -> list[dict]:
         rows.append(row)
     for tp in (t for t in (1, 2) if t <= visible_gpus()):
         rows.append(tp_latency_row(out, f"C TP={tp}", llama, s, tp))
+    if visible_gpus() >= 2:  # the decode step's all-reduces over symmetric memory
+        rows.append(tp_latency_row(out, "C TP=2 symm all-reduce", llama, s, 2,
+                                   {"PAGODA_CUDA_SYMM_ALL_REDUCE": "1"}))
     return rows
 
 
-def tp_latency_row(out: Path, name: str, model: Path, s: dict, tp: int) -> dict:
-    """One request (128, 128) on `tp` GPUs: time per output token against the weights'
-    bytes read at `tp` GPUs' bandwidth."""
+def tp_latency_row(out: Path, name: str, model: Path, s: dict, tp: int,
+                   env: dict[str, str] | None = None) -> dict:
+    """One request (128, 128) on `tp` GPUs (with `env` added to the environment): time per
+    output token against the weights' bytes read at `tp` GPUs' bandwidth."""
     tag = name.replace(" ", "-").replace("=", "")
-    ours = _latency(out, tag, model, "pagoda",
+    ours = _latency(out, tag, model, "pagoda", {**os.environ, **env} if env else None,
                     extra=("--tensor-parallel-size", str(tp)))["pagoda"]
     tpot = ours["time_per_output_token_s"]
     bound = s["weight_bytes"] / (tp * PEAK_BYTES_PER_S)
