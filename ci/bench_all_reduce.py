@@ -43,7 +43,7 @@ def _time(fn, iters: int) -> float:
     return start.elapsed_time(end) / 1e3 / iters
 
 
-def _paths(world: int) -> dict[str, Callable[[torch.Tensor], torch.Tensor]]:
+def _paths() -> dict[str, Callable[[torch.Tensor], torch.Tensor]]:
     """Name -> all-reduce of a [tokens, hidden] bf16 tensor, returning the sum (NCCL's in
     place; the symmetric-memory ones through a buffer every rank mapped, where PyTorch
     has it and the GPUs reach each other)."""
@@ -82,7 +82,7 @@ def _rank(rank: int, world: int, address: str, queue) -> None:
     torch.cuda.set_device(rank)
     dist.init_process_group("nccl", init_method=address, world_size=world, rank=rank,
                             device_id=torch.device("cuda", rank))
-    paths = _paths(world)
+    paths = _paths()
     rows = []
     for hidden in HIDDEN:
         for tokens in TOKENS:

@@ -82,6 +82,7 @@ def prepare_int4(weight: Any, dtype: torch.dtype) -> Any:
         return ql.prepare_woq(weight, dtype)
     return prepare_woq(weight, dtype)
 
+
 SHAPES = {"qkv": (6144, 4096), "o": (4096, 4096), "gate_up": (28672, 4096),
           "down": (4096, 14336)}
 """Llama-3-8B: name -> (N, K) of the weight [N, K]."""

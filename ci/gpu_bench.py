@@ -153,12 +153,13 @@ def _latency(out: Path, tag: str, model: Path, backends: str,
              ) -> dict[str, dict[str, float]]:
     """One request (128 in, 128 out) at a time, per backend: the mean latency, the time to
     the first token, and the time per output token after it; `extra` arguments added and
-    `env` (None: this process's) as the environment."""
+    `env` added to this process's environment."""
     result = out / f"{tag}.json"
     run([*PAGODA, "bench", "latency", str(model), "--device", "cuda", "--load-format", "dummy",
          "--dtype", "bfloat16", "--backend", backends, "--batch-size", "1", "--input-len",
          "128", "--output-len", "128", "--num-iters", "3", "--num-iters-warmup", "1",
-         *extra, "--output-json", str(result)], out / f"{tag}.log", env=env)
+         *extra, "--output-json", str(result)], out / f"{tag}.log",
+        env={**os.environ, **env} if env else None)
     return json.loads(result.read_text())["results"]
 
 
@@ -228,8 +229,7 @@ def quantized_c(out: Path, llama: Path, s: dict, tag: str, quantization: str, go
     `args` to the command."""
     extra = (*(("--quantization", quantization) if quantization else ()), *args)
     name = tag + "".join(f"-{k.rpartition('_')[2].lower()}{v}" for k, v in (env or {}).items())
-    ours = _latency(out, f"QC-{name}", llama, "pagoda", {**os.environ, **env} if env else None,
-                    extra)["pagoda"]
+    ours = _latency(out, f"QC-{name}", llama, "pagoda", env, extra)["pagoda"]
     # The LM head stays bf16; int4 adds a float32 scale and offset per 128 weights (the
     # CUDA C++ kernel reads a 16-bit zero point instead of the offset).
     per_weight = {"bf16": 2, "fp8": 1, "int4": 0.5 + (4 + 4) / 128}[tag]
@@ -292,7 +292,7 @@ def tp_latency_row(out: Path, name: str, model: Path, s: dict, tp: int,
     """One request (128, 128) on `tp` GPUs (with `env` added to the environment): time per
     output token against the weights' bytes read at `tp` GPUs' bandwidth."""
     tag = name.replace(" ", "-").replace("=", "")
-    ours = _latency(out, tag, model, "pagoda", {**os.environ, **env} if env else None,
+    ours = _latency(out, tag, model, "pagoda", env,
                     extra=("--tensor-parallel-size", str(tp)))["pagoda"]
     tpot = ours["time_per_output_token_s"]
     bound = s["weight_bytes"] / (tp * PEAK_BYTES_PER_S)
@@ -355,7 +355,7 @@ def structured(out: Path, s: dict) -> list[dict]:
 def cublas_c(out: Path, llama: Path) -> dict:
     """C with cuBLAS for every matmul: what the small-batch GEMV kernel is worth."""
     r = _latency(out, "C-cublas", llama, "pagoda",
-                 {**os.environ, "PAGODA_REFERENCE_OPS": "linear"}, SHARED_GPU)
+                 {"PAGODA_REFERENCE_OPS": "linear"}, SHARED_GPU)
     return {"benchmark": "C with cuBLAS matmuls (PAGODA_REFERENCE_OPS=linear)",
             "pagoda TPOT ms": 1e3 * r["pagoda"]["time_per_output_token_s"]}
 

@@ -56,11 +56,9 @@ def unavailable() -> str | None:
 def all_reduce(x: torch.Tensor, group: Any) -> torch.Tensor:
     """See `pagoda.ops.reference.all_reduce`."""
     size = x.numel() * x.element_size()
-    if (x.device.type != "cuda" or x.dtype not in DTYPES or not x.is_contiguous()
-            or size > MAX_BYTES or size % ALIGN):
-        dist.all_reduce(x, group=group)
-        return x
-    buffer = _buffer(group, x.device)
+    fits = (x.device.type == "cuda" and x.dtype in DTYPES and x.is_contiguous()
+            and size <= MAX_BYTES and size % ALIGN == 0)
+    buffer = _buffer(group, x.device) if fits else None
     if buffer is None:
         dist.all_reduce(x, group=group)
         return x

@@ -24,13 +24,6 @@ def native_unavailable() -> str | None:
     return TRITON() or provider_unavailable()
 
 
-def symm_all_reduce_unavailable() -> str | None:
-    """Why the "cuda_symm_mem" all-reduce cannot run here, or None."""
-    from pagoda_cuda.all_reduce import unavailable
-
-    return unavailable()
-
-
 _QUANT = "pagoda.kernels.triton.quant_linear"
 NATIVE_PROVIDERS = [
     KernelProvider("woq_linear", "cuda_native", "pagoda_cuda.woq_ops:woq_linear", (PLATFORM,),
@@ -55,5 +48,5 @@ plugin = PlatformPlugin(
         *NATIVE_PROVIDERS,
         KernelProvider("all_reduce", "cuda_symm_mem", "pagoda_cuda.all_reduce:all_reduce",
                        (PLATFORM,), priority=20,
-                       is_available="pagoda_cuda.plugin:symm_all_reduce_unavailable")],
+                       is_available="pagoda_cuda.all_reduce:unavailable")],
 )

@@ -60,22 +60,21 @@ def prepare_woq(weight: GroupQuantWeight, dtype: torch.dtype | None = None) -> N
 
 
 def zero_points(weight: GroupQuantWeight, dtype: torch.dtype) -> torch.Tensor | None:
-    """z = -offsets / scales in `dtype` where every z is an integer code (with zero scales,
-    an offset of 0 counts as z = 0), else None."""
-    scales, offsets = weight.scales.float(), weight.offsets.float()
-    zeros = torch.where(scales == 0, 0.0, -offsets / torch.where(scales == 0, 1.0, scales))
+    """z = -offsets / scales in `dtype` where every z is an integer code, else None (a zero
+    scale too: its NaN or infinite z is no code)."""
+    zeros = -weight.offsets.float() / weight.scales.float()
     rounded = zeros.round()
-    exact = ((zeros - rounded).abs() <= ZERO_TOLERANCE) & ((scales != 0) | (offsets == 0))
-    if not bool(exact.all()) or rounded.min() < 0 or rounded.max() >= 2**weight.bits:
+    if not (bool(((zeros - rounded).abs() <= ZERO_TOLERANCE).all())
+            and rounded.min() >= 0 and rounded.max() < 2**weight.bits):
         return None
     return rounded.to(dtype).contiguous()
 
 
-def fits(x2: torch.Tensor, weight: PackedGroupWeight, bias: torch.Tensor | None) -> bool:
+def fits(x2: torch.Tensor, weight: NativeGroupWeight, bias: torch.Tensor | None) -> bool:
     """Whether the kernel takes x [M, K] (M >= 1) times `weight` (+ `bias`)."""
     m, k = x2.shape
     n = weight.shape[0]
-    zeros = getattr(weight, "zeros", None)
+    zeros = weight.zeros
     return (weight.bits == 4 and zeros is not None and x2.dtype in native.DTYPE_CODES
             and 1 <= m <= MAX_ROWS and n % ROW_TILE == 0 and k > 0 and k % K_TILE == 0
             and weight.group_size in GROUPS

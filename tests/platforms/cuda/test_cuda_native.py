@@ -91,6 +91,9 @@ def test_provider_hands_triton_what_the_kernel_does_not_take() -> None:
     q4_1 = GroupQuantWeight(canonical.codes, canonical.scales,
                             canonical.offsets + 0.3 * canonical.scales)
     assert not woq_ops.fits(x, woq_ops.prepare_woq(q4_1, bf16), None)
+    zero_scale = GroupQuantWeight(canonical.codes, canonical.scales.index_fill(0, torch.tensor([0]), 0.0),
+                                  canonical.offsets)
+    assert not woq_ops.fits(x, woq_ops.prepare_woq(zero_scale, bf16), None)
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
