@@ -14,8 +14,7 @@
 #    there already (the H200 image has them); what it lacks (fastapi, uvicorn, pydantic, ...)
 #    comes from wheels in .whl/ when that folder exists (see docs/benchmarks.md);
 # 2. tests: tests/platforms/cuda (the @pytest.mark.cuda ones run on the GPU) and tests/kernels
-#    (the Triton kernels natively on the GPU), with pagoda-cuda's CUDA C++ providers on
-#    (PAGODA_CUDA_NATIVE=1: the conformance kit and the engine tests run them);
+#    (the Triton kernels natively on the GPU);
 # 3. bench: ci/gpu_bench.py, benchmarks A-F of docs/benchmarks.md, each side by side with HF
 #    transformers (or with Pagoda offline, for the server), then a table.
 #
@@ -68,7 +67,7 @@ if [[ $STAGE == multigpu ]]; then
 fi
 if (( ${#TESTS[@]} )); then
     echo "== tests"
-    env PAGODA_CUDA_NATIVE=1 "${TEST_ENV[@]}" "$PY" -m pytest -p no:cacheprovider -rs \
+    env "${TEST_ENV[@]}" "$PY" -m pytest -p no:cacheprovider -rs \
         --durations=15 "${TESTS[@]}" \
         2>&1 | tee "$RESULTS/pytest.log" || status=1
 fi
@@ -85,7 +84,7 @@ fi
 
 if [[ $STAGE == quanttests ]]; then
     echo "== quantized-linear kernel tests"
-    PAGODA_CUDA_NATIVE=1 "$PY" -m pytest -p no:cacheprovider -rs tests/kernels/test_quant_kernels.py \
+    "$PY" -m pytest -p no:cacheprovider -rs tests/kernels/test_quant_kernels.py \
         tests/platforms/cuda/test_cuda_gpu.py tests/platforms/cuda/test_cuda_native.py \
         -k "quant or fp8 or int8 or woq or resolve or native" \
         2>&1 | tee "$RESULTS/pytest_quant.log" || status=1
@@ -93,7 +92,7 @@ fi
 
 if [[ $STAGE == nativetests ]]; then
     echo "== CUDA C++ kernel tests"
-    PAGODA_CUDA_NATIVE=1 "$PY" -m pytest -p no:cacheprovider -rs \
+    "$PY" -m pytest -p no:cacheprovider -rs \
         tests/platforms/cuda/test_cuda_native.py tests/platforms/cuda/test_cuda_gpu.py \
         -k "native or resolve" 2>&1 | tee "$RESULTS/pytest_native.log" || status=1
 fi

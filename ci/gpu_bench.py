@@ -8,7 +8,8 @@ B  the same, 1024 in / 128 out
 C  the same model, one request at a time, 128 in / 128 out (time per output token)
 D  Qwen3-0.6B shape, 256 requests, lengths uniform in 100..1024, temperature 0.6
 E  `pagoda bench serve` against `pagoda serve` on workload A, and the offline run beside it
-F  cold start of `pagoda serve` with the 8B dummy model, to /health answering
+F  start-up of `pagoda serve` with the 8B dummy model to /health answering, Triton cache empty
+   and warm, with its imports and its log stamped with seconds since launch
 G  the small-batch GEMV kernel against cuBLAS per matmul shape (ci/gemv_bench.py), and C
    with cuBLAS matmuls
 M  Qwen3-30B-A3B shape (mixture of experts: 128, 8 a token), 1000 prompts, 128 in / 128 out,
@@ -27,6 +28,8 @@ W  dependent launch: C with bf16, FP8 and INT4 weights, each with programmatic d
 U  fused decode layers: C with bf16, FP8 and INT4 weights, each with the layers' norms and
    SiLU run as kernels of their own and computed by the one-row matmuls
    (PAGODA_CUDA_FUSE_DECODE=0/1), in one run
+X  C with INT4 weights on Triton's kernels (PAGODA_EXCLUDED_PROVIDERS=woq_linear/cuda_native),
+   then on pagoda-cuda's CUDA C++ kernel, in one run
 V  speculative decoding (ci/bench_speculative.py), each beside no speculation: n-gram
    prompt lookup on the copy-heavy chat workload (the bundled SmolLM2-135M, real weights),
    and one request (128 in, 128 out) of the 8B shape with a Qwen3-0.6B-shape draft of the
@@ -224,11 +227,13 @@ def quantized(out: Path, llama: Path, s: dict) -> list[dict]:
 
 
 def quantized_c(out: Path, llama: Path, s: dict, tag: str, quantization: str, goal: str,
-                env: dict[str, str] | None = None, args: tuple[str, ...] = ()) -> dict:
+                env: dict[str, str] | None = None, args: tuple[str, ...] = (),
+                name: str | None = None) -> dict:
     """C with `quantization` ("": bf16) weights, with `env` added to the environment and
-    `args` to the command."""
+    `args` to the command; `name` (default: `tag` and the variables' values) names it."""
     extra = (*(("--quantization", quantization) if quantization else ()), *args)
-    name = tag + "".join(f"-{k.rpartition('_')[2].lower()}{v}" for k, v in (env or {}).items())
+    name = name or tag + "".join(f"-{k.rpartition('_')[2].lower()}{v}"
+                                 for k, v in (env or {}).items())
     ours = _latency(out, f"QC-{name}", llama, "pagoda", env, extra)["pagoda"]
     # The LM head stays bf16; int4 adds a float32 scale and offset per 128 weights (the
     # CUDA C++ kernel reads a 16-bit zero point instead of the offset).
@@ -248,9 +253,11 @@ def dependent_launch(out: Path, llama: Path, s: dict) -> list[dict]:
 
 
 def native_c(out: Path, llama: Path, s: dict) -> list[dict]:
-    """X: C with INT4 weights, pagoda-cuda's CUDA C++ kernel off, then on."""
-    return [quantized_c(out, llama, s, "int4", "int4", "report", {"PAGODA_CUDA_NATIVE": on})
-            for on in ("0", "1")]
+    """X: C with INT4 weights on Triton's kernels (pagoda-cuda's CUDA C++ provider passed
+    over), then on the CUDA C++ kernel (the default)."""
+    triton = {"PAGODA_EXCLUDED_PROVIDERS": "woq_linear/cuda_native"}
+    return [quantized_c(out, llama, s, "int4", "int4", "report", env, name=f"int4-{name}")
+            for name, env in (("triton", triton), ("cuda-native", {}))]
 
 
 def fused_decode(out: Path, llama: Path, s: dict) -> list[dict]:
@@ -414,7 +421,7 @@ def _py_spy(pid: int, out: Path) -> subprocess.Popen | None:
                             stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
 
 
-def bench_e_f(out: Path, llama: Path, s: dict) -> list[dict]:
+def bench_e(out: Path, llama: Path, s: dict) -> list[dict]:
     offline = throughput(out, "E-offline", llama, ["--num-prompts", "1000", "--input-len",
                                                    "128", "--output-len", "128", *THROUGHPUT])
     port = 8765
@@ -425,7 +432,7 @@ def bench_e_f(out: Path, llama: Path, s: dict) -> list[dict]:
                                 stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         spies: list[subprocess.Popen] = []
         try:
-            ready = wait_ready(f"http://127.0.0.1:{port}", proc, 600)
+            wait_ready(f"http://127.0.0.1:{port}", proc, 600)
             core = _engine_core_pid(proc.pid)
             cpu_before = {"front end": _cpu_seconds(proc.pid), "engine core": _cpu_seconds(core)}
             spies = [spy for pid, name in ((proc.pid, "front"), (core, "core"))
@@ -459,9 +466,22 @@ def bench_e_f(out: Path, llama: Path, s: dict) -> list[dict]:
          "TPOT ms p50/p99": f"{online['tpot_ms']['median']:.1f}/{online['tpot_ms']['p99']:.1f}",
          "CPU s (front/core/client)": "/".join(f"{v:.1f}" for v in cpu.values()),
          "failed": online["failed"], "goal": "online >= 90% of offline"}
-    f = {"benchmark": "F cold start, pagoda serve 8B dummy", "seconds to ready": ready,
-         "goal": "report"}
-    return [e, f]
+    return [e]
+
+
+def startup(out: Path, llama: Path) -> list[dict]:
+    """F: `pagoda serve` of the 8B shape until /health answers, with an empty Triton cache
+    (a fresh machine's first start), then warm; its imports, and its log stamped with the
+    seconds since launch (ci/startup_profile.py)."""
+    log = out / "F.log"
+    run([sys.executable, str(ROOT / "ci" / "startup_profile.py"), str(llama), "--device",
+         "cuda", "--load-format", "dummy", "--dtype", "bfloat16", *THROUGHPUT], log)
+    result = json.loads(log.read_text().splitlines()[-1])
+    return [{"benchmark": "F start-up, pagoda serve 8B dummy",
+             "seconds to ready, Triton cache empty": result["cold_s"],
+             "seconds to ready, warm": result["warm_s"],
+             "import torch + CUDA init s": result["imports_s"]["torch + CUDA init"],
+             "goal": "<= 20 s"}]
 
 
 def profile(out: Path, llama: Path, qwen: Path) -> list[dict]:
@@ -544,7 +564,7 @@ def main() -> int:
     plan = {"P": lambda: profile(out, llama, qwen), "R": lambda: profile_quantized_c(out, llama),
             "A": lambda: [bench_a(out, llama, s8)], "B": lambda: [bench_b(out, llama, s8)],
             "C": lambda: [bench_c(out, llama, s8)], "D": lambda: [bench_d(out, qwen, s06)],
-            "E": lambda: bench_e_f(out, llama, s8),
+            "E": lambda: bench_e(out, llama, s8), "F": lambda: startup(out, llama),
             "G": lambda: gemv(out, llama), "Q": lambda: quantized(out, llama, s8),
             "M": lambda: [bench_m(out, moe, s30)], "N": lambda: [bench_n(out, moe, s30)],
             "S": lambda: structured(out, s8), "V": lambda: speculative(out, llama),
@@ -552,7 +572,7 @@ def main() -> int:
             "U": lambda: fused_decode(out, llama, s8), "X": lambda: native_c(out, llama, s8),
             "T": lambda: tensor_parallel(out, llama, s8),
             "Y": lambda: llama70b(out, big, shape(big)), "Z": lambda: all_reduce(out)}
-    for key in dict.fromkeys("E" if k == "F" else k for k in wanted):
+    for key in dict.fromkeys(wanted):
         try:
             rows += plan[key]()
         except Exception as exc:  # one failed benchmark must not hide the others

@@ -104,6 +104,20 @@ def test_reference_ops_env_overrides_the_platform_provider(monkeypatch) -> None:
                                                                      "core/reference")
 
 
+def test_excluded_providers_pass_to_the_next_in_line(monkeypatch) -> None:
+    """`op/name` passes over one op's provider, `name` over all of that provider's."""
+    monkeypatch.setenv("PAGODA_EXCLUDED_PROVIDERS", "rms_norm/cpu_csrc")
+    table = OpTable("cpu")
+    assert table.providers["rms_norm"] == "cpu/cpu_native"
+    assert table.providers["fused_add_rms_norm"] == CPU_RESOLVED["fused_add_rms_norm"]
+    monkeypatch.setenv("PAGODA_EXCLUDED_PROVIDERS", " cpu_csrc ,cpu_native")
+    table = OpTable("cpu", dtype=torch.float32)
+    assert {op: p for op, p in table.providers.items() if not OPS[op].optional} == {
+        op: "core/reference" for op, spec in OPS.items() if not spec.optional}
+    with pytest.raises(OpResolutionError, match="cpu_native: ruled out by PAGODA_EXCLUDED"):
+        resolve_op("int8_linear", "cpu")
+
+
 def test_reference_ops_env_names_unknown_ops(monkeypatch) -> None:
     monkeypatch.setenv("PAGODA_REFERENCE_OPS", "rms_norm,no_such_op")
     with pytest.raises(OpResolutionError, match="no_such_op"):

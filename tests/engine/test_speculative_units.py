@@ -5,6 +5,8 @@ drafts' positions computed again and their blocks freed)."""
 
 from __future__ import annotations
 
+import random
+
 import pytest
 
 from pagoda.config import EngineConfig, SchedulerConfig, SpeculativeConfig
@@ -37,6 +39,39 @@ def test_ngram_proposals_are_capped_by_the_limit():
     proposer = NgramProposer(3, 1, 3)
     assert proposer.propose([1, 2, 3, 4, 1], limit=2) == [2, 3]
     assert proposer.propose([1, 2, 3, 4, 1], limit=0) == []
+
+
+def _latest_earlier_match(tokens: list[int], k: int, min_n: int, max_n: int) -> list[int]:
+    """The proposal by its definition, one comparison at a time."""
+    for n in range(min(max_n, len(tokens) - 1), min_n - 1, -1):
+        for start in range(len(tokens) - 1 - n, -1, -1):
+            if tokens[start:start + n] == tokens[-n:]:
+                return tokens[start + n:start + n + k]
+    return []
+
+
+@pytest.mark.parametrize("alphabet", [
+    [3, 4, 5],
+    # Ids sharing bytes, so the 4-byte words match at offsets that straddle two tokens.
+    [0, 1, 256, 257, 65536, 16777216, 2**31 - 1, 16843009],
+])
+def test_ngram_proposals_of_a_growing_request_match_their_definition(alphabet):
+    """A request's tokens grow step by step (by one token or several, as accepted drafts
+    add): every proposal is the one a fresh search of all its tokens gives."""
+    rng = random.Random(len(alphabet))
+    proposer, owner = NgramProposer(4, 1, 3), make_request("r", [0])
+    tokens = [rng.choice(alphabet) for _ in range(2)]
+    while len(tokens) < 300:
+        want = _latest_earlier_match(tokens, 4, 1, 3)
+        assert proposer.propose(tokens, owner=owner) == want
+        assert NgramProposer(4, 1, 3).propose(tokens) == want
+        tokens += [rng.choice(alphabet) for _ in range(rng.randint(1, 4))]
+
+
+def test_ngram_owners_tokens_start_over_if_they_shrink():
+    proposer, owner = NgramProposer(2, 1, 2), make_request("r", [0])
+    assert proposer.propose([1, 2, 3, 1], owner=owner) == [2, 3]
+    assert proposer.propose([7, 8, 7], owner=owner) == [8, 7]
 
 
 @pytest.mark.parametrize(("sampled", "drafts", "want"), [

@@ -36,6 +36,8 @@ from pagoda.frontend.model_frontend import check_draft_model, config_eos_token_i
 from pagoda.lora.adapter import base_shapes
 from pagoda.model_source import ModelSource
 
+logger = logging.getLogger(__name__)
+
 
 def run_engine_core(conn: Connection, config: EngineConfig, source: ModelSource,
                     log_level: int = logging.WARNING, data_parallel_rank: int = 0) -> None:
@@ -47,8 +49,10 @@ def run_engine_core(conn: Connection, config: EngineConfig, source: ModelSource,
     model's check), while the front end loads its own as the core starts."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
     logs.configure(log_level)
+    logger.debug("Engine core process started (its modules imported)")
     try:
         hf_config, config.model.max_model_len = model_config(config, source)
+        logger.debug("Model config read: %s", type(hf_config).__name__)
         if config.speculative.speculative_model is not None:  # (the front end cannot: torch)
             check_draft_model(config, hf_config, source.tokenizer(config.model.tokenizer))
         core = EngineCore(config, source, hf_config, config.model.max_model_len,

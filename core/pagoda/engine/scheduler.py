@@ -156,7 +156,7 @@ class Scheduler:
             return []
         limit = min(budget - 1, request.max_tokens - request.num_output_tokens - 1,
                     self.max_model_len - request.num_tokens)
-        return self.proposer.propose(request.all_token_ids, limit)
+        return self.proposer.propose(request.all_token_ids, limit, owner=request)
 
     def _max_seqs_per_step(self) -> int:
         if self.stages == 1:

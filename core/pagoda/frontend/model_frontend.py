@@ -7,6 +7,7 @@ HF config (`model_config`) and report what the front end needs of it in their `i
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -18,6 +19,8 @@ from pagoda.lora.request import LoRARequest
 from pagoda.model_source import ModelSource, resolve_model
 from pagoda.pooling import PoolerSpec, read_sentence_transformers_config
 from pagoda.sampling_params import SamplingParams
+
+logger = logging.getLogger(__name__)
 
 
 def context_length(hf_config: Any) -> int:
@@ -122,6 +125,7 @@ class ModelFrontend:
             from pagoda.frontend.tokenizer_loader import load_tokenizer
 
             tokenizer = load_tokenizer(source, config.model.tokenizer)
+        logger.debug("Tokenizer loaded: %s", type(tokenizer).__name__)
         if config.model.chat_template:
             tokenizer.chat_template = config.model.chat_template
         defaults = source.generation_defaults() if config.model.generation_config == "auto" else {}

@@ -46,6 +46,9 @@ class OpResolutionError(RuntimeError):
 
 def unusable_reason(provider: KernelProvider, **static_args: Any) -> str | None:
     """Why `provider` cannot serve here with these static arguments, or None."""
+    if provider.name in (ruled_out := excluded_providers()) or \
+            f"{provider.op}/{provider.name}" in ruled_out:
+        return f"ruled out by {EXCLUDED_PROVIDERS_ENV}"
     if provider.is_available is not None:
         reason = load_target(provider.is_available)()
         if reason:
@@ -83,6 +86,16 @@ def resolve_op(
 REFERENCE_OPS_ENV = "PAGODA_REFERENCE_OPS"
 """Comma-separated ops to run with core's reference whatever the platform provides (to
 compare a kernel with the reference end to end, or to rule a kernel out)."""
+
+
+EXCLUDED_PROVIDERS_ENV = "PAGODA_EXCLUDED_PROVIDERS"
+"""Comma-separated providers to pass over, each `name` (for every op) or `op/name`: the
+next provider in line serves instead (to measure a kernel against it end to end)."""
+
+
+def excluded_providers() -> set[str]:
+    return {n.strip() for n in os.environ.get(EXCLUDED_PROVIDERS_ENV, "").split(",")
+            if n.strip()}
 
 
 def reference_ops_requested() -> set[str]:

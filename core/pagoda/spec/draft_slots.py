@@ -14,6 +14,8 @@ class DraftModelSlots:
     def __init__(self, k: int):
         self.k = k
 
-    def propose(self, token_ids: list[int], limit: int | None = None) -> list[int]:
-        """`k` (or `limit`, if fewer) `PLACEHOLDER_TOKEN_ID`s."""
+    def propose(self, token_ids: list[int], limit: int | None = None,
+                owner: object | None = None) -> list[int]:
+        """`k` (or `limit`, if fewer) `PLACEHOLDER_TOKEN_ID`s (the tokens and their owner
+        are the n-gram proposer's business)."""
         return [PLACEHOLDER_TOKEN_ID] * (self.k if limit is None else max(0, min(self.k, limit)))

@@ -71,6 +71,7 @@ class Worker(WorkerBase):
                              self.rank, self.device,
                              expert_parallel=parallel.enable_expert_parallel)
         torch.manual_seed(self.config.model.seed)
+        logger.debug("Device %s ready (rank %d)", self.device, self.rank)
 
     def _dtypes(self, draft_config: Any = None) -> tuple[torch.dtype, torch.dtype]:
         """(weights', KV cache's) dtypes of the model; with `draft_config`, of the draft
@@ -83,6 +84,7 @@ class Worker(WorkerBase):
         return dtype, kv_dtype
 
     def load_model(self) -> None:
+        logger.debug("Building %s", self.source.name)
         start = time.perf_counter()
         dtype, kv_dtype = self._dtypes()
         self.model, self.attn_backend, self.quant_method, self.ops = self._build(

@@ -5,22 +5,17 @@ Each launcher takes raw pointers, sizes and strides and the stream to launch on 
 current stream of the tensors' device, so launches join CUDA graphs being captured) and
 returns 0 or an error code, raised here as `NativeKernelError` with the library's message.
 Where the library was not built (no nvcc at install) or this GPU is older than compute
-capability 8.0, `unavailable()` says why and the providers built on it step aside; they
-also wait for ENABLE_ENV until the kernels have run on a GPU (`provider_unavailable`).
+capability 8.0, `unavailable()` says why and the providers built on it step aside.
 """
 
 from __future__ import annotations
 
 import ctypes
 import functools
-import os
 from pathlib import Path
 
 import torch
 
-ENABLE_ENV = "PAGODA_CUDA_NATIVE"
-"""Set to 1 to serve ops from the library: off by default until the kernels have passed
-their GPU tests (`tests/platforms/cuda/test_cuda_native.py`) and benchmarks on a GPU."""
 MIN_CAPABILITY = (8, 0)
 """mma.sync with bfloat16 operands (the library's oldest target, setup.py's ARCHS)."""
 
@@ -76,14 +71,6 @@ def unavailable(needs: tuple[int, int] = MIN_CAPABILITY) -> str | None:
         return (f"compute capability {capability[0]}.{capability[1]}: these CUDA C++ kernels "
                 f"need {needs[0]}.{needs[1]} or later")
     return None
-
-
-def provider_unavailable(needs: tuple[int, int] = MIN_CAPABILITY) -> str | None:
-    """`unavailable(needs)`, unless the providers built on the library are not turned on
-    (ENABLE_ENV)."""
-    if os.environ.get(ENABLE_ENV, "0") != "1":
-        return f"off by default until verified on a GPU ({ENABLE_ENV}=1 turns it on)"
-    return unavailable(needs)
 
 
 def call(name: str, device: torch.device, *args: object) -> None:

@@ -19,9 +19,9 @@ TRITON = TritonAvailability("cuda", install_triton="pip install triton",
 def native_unavailable() -> str | None:
     """Why the "cuda_native" providers cannot run here (they need the CUDA C++ library of
     `pagoda_cuda.native` and, for what it does not take, the Triton kernels), or None."""
-    from pagoda_cuda.native import provider_unavailable
+    from pagoda_cuda.native import unavailable
 
-    return TRITON() or provider_unavailable()
+    return TRITON() or unavailable()
 
 
 _QUANT = "pagoda.kernels.triton.quant_linear"

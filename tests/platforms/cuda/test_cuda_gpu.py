@@ -82,10 +82,10 @@ def test_memory(cuda: Platform) -> None:
 def test_ops_resolve_to_triton() -> None:
     """Every op to the Triton kernels, but woq_linear to the CUDA C++ kernel where it is
     built and runs (it hands Triton what it does not take)."""
-    from pagoda_cuda.native import provider_unavailable
+    from pagoda_cuda.native import unavailable
 
     providers = OpTable("cuda", dtype=torch.bfloat16).providers
-    native = {"woq_linear": "cuda/cuda_native"} if provider_unavailable() is None else {}
+    native = {"woq_linear": "cuda/cuda_native"} if unavailable() is None else {}
     assert providers == {op: "cuda/triton" if op in (*TRITON_OPS, *TRITON_QUANT_OPS)
                          else "core/reference" for op in OPS} | native
 

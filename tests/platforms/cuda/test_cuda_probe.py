@@ -93,9 +93,9 @@ def test_ops_resolve_to_triton_only_with_a_gpu() -> None:
     required = {op: triton if op in TRITON_OPS else "core/reference"
                 for op, spec in OPS.items() if not spec.optional}
     if HAS_GPU:
-        from pagoda_cuda.native import provider_unavailable
+        from pagoda_cuda.native import unavailable
 
-        native = {"woq_linear": "cuda/cuda_native"} if provider_unavailable() is None else {}
+        native = {"woq_linear": "cuda/cuda_native"} if unavailable() is None else {}
         assert table.providers == {**required, **dict.fromkeys(TRITON_QUANT_OPS, triton),
                                    **native}
     else:

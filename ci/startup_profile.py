@@ -1,0 +1,126 @@
+"""Where `pagoda serve`'s start-up time goes (benchmark F): what each import costs, then a
+serve run whose every output line is stamped with the seconds since launch.
+
+    python ci/startup_profile.py MODEL [serve arguments ...]
+
+1. imports, each in a fresh interpreter: torch, triton, transformers (also in two at once:
+   the engine core and the front end's tokenizer process start together), the front end's
+   modules, the engine core's (`pagoda.engine.core_process`), the platform plugins'
+   discovery; and the slowest modules under transformers' AutoConfig (`-X importtime`);
+2. `pagoda serve MODEL ... --log-level debug` until /health answers, twice: with an empty
+   Triton cache (a fresh machine's first start compiles every kernel), then with the cache
+   that run filled; each log line with the seconds since launch.
+
+Prints a JSON line `{"cold_s": ..., "warm_s": ..., "imports_s": {...}}` last.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+
+IMPORTS = {
+    "torch": "import torch",
+    "torch + CUDA init": "import torch; torch.zeros(1, device='cuda')",
+    "triton": "import triton",
+    "transformers (AutoConfig)": "from transformers import AutoConfig",
+    "front end (pagoda_server.app)": "import pagoda_server.app",
+    "engine core (pagoda.engine.core_process)": "import pagoda.engine.core_process",
+    "plugins discovered and loaded": "from pagoda.plugins.manager import get_registries; get_registries()",
+}
+
+
+def import_seconds(statement: str, at_once: int = 1) -> float | None:
+    """Seconds `statement` takes in a fresh interpreter; the slowest of `at_once` started
+    together (as `pagoda serve` starts its engine core beside the front end's tokenizer
+    process, each importing torch and transformers)."""
+    code = f"import time; t = time.perf_counter(); {statement}; print(time.perf_counter() - t)"
+    procs = [subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE,
+                              stderr=subprocess.DEVNULL, text=True) for _ in range(at_once)]
+    outs = [proc.communicate()[0] for proc in procs]
+    if any(proc.returncode for proc in procs):
+        return None
+    return max(float(out.split()[-1]) for out in outs)
+
+
+def slowest_imports(statement: str, count: int = 12) -> list[tuple[float, str]]:
+    """(cumulative seconds, module) of the slowest imports of `statement`, outermost first
+    among equals: `python -X importtime`'s lines are 'import time: self | cumulative | name'."""
+    proc = subprocess.run([sys.executable, "-X", "importtime", "-c", statement],
+                          capture_output=True, text=True)
+    rows = []
+    for line in proc.stderr.splitlines():
+        parts = line.removeprefix("import time:").split("|")
+        if len(parts) == 3 and parts[1].strip().isdigit():
+            rows.append((int(parts[1]) / 1e6, parts[2].rstrip()))
+    return sorted(rows, reverse=True)[:count]
+
+
+def serve_timeline(argv: list[str], triton_cache: str, port: int = 8797) -> float:
+    env = dict(os.environ, PYTHONUNBUFFERED="1", TRITON_CACHE_DIR=triton_cache)
+    start = time.monotonic()
+    proc = subprocess.Popen([sys.executable, "-m", "pagoda.cli.main", "serve", *argv,
+                             "--port", str(port), "--log-level", "debug"],
+                            stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, env=env,
+                            start_new_session=True)
+    lines: list[tuple[float, str]] = []
+
+    def read() -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            lines.append((time.monotonic() - start, line.rstrip()))
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    ready = None
+    try:
+        while ready is None and proc.poll() is None and time.monotonic() - start < 600:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2):
+                    ready = time.monotonic() - start
+            except OSError:
+                time.sleep(0.05)
+    finally:
+        proc.terminate()
+        proc.wait(60)
+        reader.join(5)
+    for offset, line in lines:
+        if "127.0.0.1" not in line:  # the polls of /health
+            print(f"{offset:7.2f} s  {line[:160]}")
+    if ready is None:
+        raise RuntimeError(f"pagoda serve did not become ready (exit {proc.returncode})")
+    print(f"ready after {ready:.2f} s", flush=True)
+    return ready
+
+
+def main() -> None:
+    argv = sys.argv[1:]
+    imports = {}
+    for name, statement in IMPORTS.items():
+        imports[name] = import_seconds(statement)
+        shown = "failed" if imports[name] is None else f"{imports[name]:.2f} s"
+        print(f"import {name}: {shown}", flush=True)
+    both = "transformers (AutoConfig)"
+    imports[f"{both}, two interpreters at once"] = seconds = import_seconds(IMPORTS[both], 2)
+    print(f"import {both}, two interpreters at once: "
+          + ("failed" if seconds is None else f"{seconds:.2f} s"), flush=True)
+    print("slowest modules under the engine core's reading of the model's config (cumulative):")
+    for seconds, module in slowest_imports(IMPORTS["transformers (AutoConfig)"]):
+        print(f"  {seconds:6.2f} s  {module}")
+    cache = tempfile.mkdtemp(prefix="triton-cache-")
+    print("== serve, empty Triton cache")
+    cold = serve_timeline(argv, cache)
+    print("== serve again, the Triton cache warm")
+    warm = serve_timeline(argv, cache)
+    print(json.dumps({"cold_s": cold, "warm_s": warm, "imports_s": imports}))
+
+
+if __name__ == "__main__":
+    main()
