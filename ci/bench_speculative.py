@@ -23,7 +23,9 @@ A CPU smoke test of the draft path, on tiny random models:
 from __future__ import annotations
 
 import argparse
+import cProfile
 import json
+import pstats
 import random
 import subprocess
 import sys
@@ -77,14 +79,24 @@ def _smoke_models(root: Path) -> tuple[str, str]:
 
 
 def _run(llm: Any, warm_prompts: list[Any], prompts: list[Any], params: Any,
-         chat: bool) -> dict[str, Any]:
+         chat: bool, profile: bool = False) -> dict[str, Any]:
     """Generate `warm_prompts` untimed (the same workload with other prompts: every kernel
     and shape the timed run meets is compiled by then), then `prompts`, timed; the timed
-    run's figures and tokens."""
-    (llm.chat if chat else llm.generate)(warm_prompts, params, use_tqdm=False)
+    run's figures and tokens. `profile`: then `prompts` once more under cProfile, and the
+    functions that took the host's time printed (the figures stay the unprofiled run's)."""
+    generate = llm.chat if chat else llm.generate
+    generate(warm_prompts, params, use_tqdm=False)
     start = time.perf_counter()
-    outputs = (llm.chat if chat else llm.generate)(prompts, params, use_tqdm=False)
+    outputs = generate(prompts, params, use_tqdm=False)
     elapsed = time.perf_counter() - start
+    if profile:
+        profiler = cProfile.Profile()
+        profiler.runcall(generate, prompts, params, use_tqdm=False)
+        stats = pstats.Stats(profiler)
+        steps = sum(calls for (file, _, name), (calls, *_) in stats.stats.items()  # type: ignore
+                    if name == "step" and file.endswith(str(Path("engine", "core.py"))))
+        print(f"== host time of the same run under cProfile ({steps} engine steps)")
+        stats.sort_stats("tottime").print_stats(25)
     tokens = [o.outputs[0].token_ids for o in outputs]
     per_token = [(o.metrics["last_token_time"] - o.metrics["first_token_time"]) / (len(t) - 1)
                  for o, t in zip(outputs, tokens) if len(t) > 1]
@@ -109,6 +121,9 @@ def main() -> None:
     parser.add_argument("--dtype", default="auto")
     parser.add_argument("--random-prompts", type=int, default=None, metavar="LEN")
     parser.add_argument("--output-json", default=None)
+    parser.add_argument("--profile", action="store_true",
+                        help="run each workload once more under cProfile and print where "
+                             "the host's time went")
     parser.add_argument("--smoke", action="store_true",
                         help="tiny random target and draft on the CPU, dummy weights")
     parser.add_argument("--only", choices=["plain", "speculative"], default=None,
@@ -156,7 +171,7 @@ def _forwarded(args: argparse.Namespace) -> list[str]:
                  "draft_model", "load_format", "dtype", "random_prompts"):
         if getattr(args, name) is not None:
             argv += [f"--{name.replace('_', '-')}", str(getattr(args, name))]
-    return argv
+    return argv + ["--profile"] * args.profile
 
 
 def _only(args: argparse.Namespace) -> None:
@@ -174,7 +189,7 @@ def _only(args: argparse.Namespace) -> None:
     llm = LLM(args.model, device=args.device, load_format=args.load_format, dtype=args.dtype,
               **(speculative if args.only == "speculative" else {}))
     Path(args.tokens_json).write_text(json.dumps(_run(llm, warm_prompts, prompts, params,
-                                                      chat)))
+                                                      chat, args.profile)))
 
 
 def _prompts(args: argparse.Namespace, chat: bool, seed: int) -> list[Any]:

@@ -540,7 +540,8 @@ def speculative(out: Path, llama: Path) -> list[dict]:
     for i, (name, args) in enumerate(plans.items()):
         result = out / f"V{i}.json"
         run([sys.executable, str(ROOT / "ci" / "bench_speculative.py"), "--device", "cuda",
-             "--max-tokens", "128", *args, "--output-json", str(result)], out / f"V{i}.log")
+             "--max-tokens", "128", "--profile", *args, "--output-json", str(result)],
+            out / f"V{i}.log")
         r = json.loads(result.read_text())
         plain, spec = r["plain"], r["speculative"]
         rows.append({"benchmark": name,
