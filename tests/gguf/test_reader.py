@@ -61,3 +61,34 @@ def test_the_smollm2_file_reads_as_gguf_reads_it(smollm2_path: Path) -> None:
     _same(smollm2_path)
     meta = GGUFMetadata(LazyArrayReader(smollm2_path))
     assert len(meta.get("tokenizer.ggml.tokens")) == 49152
+
+
+def _resident_kib_of(path: Path) -> int:
+    """This process's resident KiB of its maps of `path` (/proc/self/smaps)."""
+    total, inside = 0, False
+    for line in Path("/proc/self/smaps").read_text().splitlines():
+        if "-" in line.split(" ", 1)[0]:  # a mapping's header line: range, perms, ..., path
+            inside = line.endswith(str(path))
+        elif inside and line.startswith("Rss:"):
+            total += int(line.split()[1])
+    return total
+
+
+@pytest.mark.skipif(not Path("/proc/self/smaps").exists(), reason="needs Linux's /proc")
+def test_loading_the_weights_drops_the_files_pages_as_it_goes(smollm2_path: Path) -> None:
+    """`GGUFModel.iter_weights` takes each tensor's pages of the file out of the resident set
+    once its weight is taken, and every weight, kept to the end (a view of the map, for
+    float32 norms, included), still holds what gguf's reader reads."""
+    from pagoda.gguf.model import GGUFModel
+
+    model = GGUFModel(smollm2_path)
+    size_kib = sum(int(t.n_bytes) for t in model._reader.tensors) // 1024
+    int(model._reader.data[::4096].sum())  # a byte of every page of the file read
+    assert _resident_kib_of(smollm2_path) > 0.9 * size_kib
+    kept = dict(model.iter_weights(keep_quantized=True))
+    assert _resident_kib_of(smollm2_path) < 0.05 * size_kib
+    stock = {t.name: t for t in GGUFReader(smollm2_path).tensors}
+    norm = kept["model.layers.3.post_attention_layernorm.weight"]
+    assert np.array_equal(norm.numpy(), np.asarray(stock["blk.3.ffn_norm.weight"].data))
+    head = kept["model.layers.0.self_attn.v_proj.weight"]
+    assert head.codes.shape == (192, 576)

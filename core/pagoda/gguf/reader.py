@@ -11,12 +11,13 @@ else is gguf's own parsing.
 
 from __future__ import annotations
 
+import mmap
 import struct
 import sys
 from typing import Any
 
 import numpy as np
-from gguf import GGUFReader, GGUFValueType, ReaderField
+from gguf import GGUFReader, GGUFValueType, ReaderField, ReaderTensor
 
 _SCALARS = GGUFReader.gguf_scalar_to_np
 """GGUF scalar type -> numpy dtype (gguf's own table)."""
@@ -79,6 +80,17 @@ class LazyArrayReader(GGUFReader):
         if len(field.types) == 2 and field.types[0] == GGUFValueType.ARRAY != field.types[1]:
             field = LazyArrayField(*field)
         return super()._push_field(field, skip_sum)
+
+    def drop_pages(self, tensor: ReaderTensor) -> None:
+        """Take the whole pages of `tensor`'s bytes out of this process's resident set: the
+        map is of the file, read-only, so a page touched again is read back from it."""
+        mapping = getattr(self.data, "_mmap", None)  # numpy.memmap's mmap.mmap
+        if mapping is None or not hasattr(mmap, "MADV_DONTNEED"):
+            return
+        start = -(-int(tensor.data_offset) // mmap.PAGESIZE) * mmap.PAGESIZE
+        end = (int(tensor.data_offset) + int(tensor.n_bytes)) // mmap.PAGESIZE * mmap.PAGESIZE
+        if end > start:
+            mapping.madvise(mmap.MADV_DONTNEED, start, end - start)
 
 
 def _order(part: np.ndarray) -> str:

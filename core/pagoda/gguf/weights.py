@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 import torch
 from gguf import ReaderTensor
@@ -32,10 +32,12 @@ def iter_hf_weights(
     spec: ArchSpec,
     config: PretrainedConfig,
     keep_quantized: bool = False,
+    done: Callable[[ReaderTensor], None] = lambda tensor: None,
 ) -> Iterator[tuple[str, CheckpointTensor]]:
     """(HF name, float32 tensor) for every tensor, dequantized one at a time.
 
     With `keep_quantized`, Q4_0/Q4_1/Q8_0 matrices come as `GroupQuantWeight` instead.
+    `done(tensor)` runs once the consumer has taken the tensor's weight (asked for the next).
     Names and types are all checked before the first tensor is read, so a file that cannot
     load fails at once with a ValueError naming the tensor.
     """
@@ -47,11 +49,12 @@ def iter_hf_weights(
         "q_proj": config.num_attention_heads,
         "k_proj": config.num_key_value_heads,
     }
-    return _stream(plan, heads if spec.permuted_qk else {}, keep_quantized)
+    return _stream(plan, heads if spec.permuted_qk else {}, keep_quantized, done)
 
 
 def _stream(
-    plan: list[tuple[ReaderTensor, str]], permuted_heads: dict[str, int], keep_quantized: bool
+    plan: list[tuple[ReaderTensor, str]], permuted_heads: dict[str, int], keep_quantized: bool,
+    done: Callable[[ReaderTensor], None],
 ) -> Iterator[tuple[str, CheckpointTensor]]:
     for tensor, name in plan:
         weight: CheckpointTensor
@@ -63,6 +66,7 @@ def _stream(
         if n_heads is not None:
             weight = _unpermute(weight, n_heads)
         yield name, weight
+        done(tensor)
 
 
 def _unpermute(weight: CheckpointTensor, n_heads: int) -> CheckpointTensor:
