@@ -95,8 +95,8 @@ def test_reference_backend_passes_every_case(dtype: torch.dtype) -> None:
     [
         (_NoCacheWriteImpl, None),
         (_NewTokensOnlyImpl, ("mixed batch", "decode only", "prefill chunks", "sliding window",
-                              "logits soft cap", "window 7")),
-        (_NoWindowImpl, ("sliding window", "window 7")),
+                              "logits soft cap", "window 7", "verify step")),
+        (_NoWindowImpl, ("sliding window", "window 7", "verify step")),
         (_NoSoftCapImpl, ("logits soft cap", "window 7")),
         (_CachesPaddingImpl, ("mixed batch, GQA", "window 7")),  # padding and context
         (_SwapsKeyValueImpl, None),

@@ -34,6 +34,7 @@ from pagoda.testing.paged import (
     DECODE_BATCH,
     MIXED_BATCH,
     PREFILL_BATCH,
+    VERIFY_BATCH,
     PagedBatch,
     random_paged_batch,
 )
@@ -75,6 +76,7 @@ ATTENTION_CASES = (
     AttentionCase("sliding window 6", MIXED_BATCH, 8, 2, 64, 16, sliding_window=6),
     AttentionCase("logits soft cap 5", MIXED_BATCH, 4, 4, 32, 8, logits_soft_cap=5.0),
     AttentionCase("window 7 + soft cap 5", CHUNK_BATCH, 8, 4, 64, 16, 7, 5.0, padding=1),
+    AttentionCase("verify step, GQA 8/2, window 12", VERIFY_BATCH, 8, 2, 64, 8, 12, padding=2),
 )
 
 

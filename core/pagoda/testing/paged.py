@@ -21,6 +21,9 @@ MIXED_BATCH: tuple[tuple[int, int], ...] = ((17, 17), (9, 40), (1, 33), (0, 5), 
 DECODE_BATCH: tuple[tuple[int, int], ...] = ((1, 20), (1, 3), (1, 64), (1, 16))
 PREFILL_BATCH: tuple[tuple[int, int], ...] = ((13, 13), (1, 1), (32, 32))
 CHUNK_BATCH: tuple[tuple[int, int], ...] = ((5, 21), (16, 48))
+VERIFY_BATCH: tuple[tuple[int, int], ...] = ((5, 40), (3, 21), (1, 33), (0, 5), (2, 2), (4, 18))
+"""A speculative verify step: 1 + k query tokens a sequence over its context (k drafts),
+a plain decode, an empty query row, a sequence of two tokens with no context."""
 
 
 @dataclass

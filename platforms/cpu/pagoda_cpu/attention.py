@@ -1,11 +1,34 @@
-"""The CPU attention backend: paged KV cache + PyTorch SDPA per sequence."""
+"""The CPU attention backend: paged KV cache, pagoda-cpu's native decode kernel, PyTorch
+SDPA per sequence for prefills."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, fields
+
 import torch
 
-from pagoda.attention import FP8_KV_CACHE_DTYPE, AttentionBackend, AttentionImpl, AttentionMetadata
-from pagoda_cpu.paged_attention import decode_step, paged_attention, write_kv_cache
+from pagoda.attention import (
+    FP8_KV_CACHE_DTYPE,
+    AttentionBackend,
+    AttentionImpl,
+    AttentionMetadata,
+    AttentionMetadataBuilder,
+)
+from pagoda_cpu.csrc import native
+from pagoda_cpu.paged_attention import QueryRows, decode_step, paged_attention, write_kv_cache
+
+
+@dataclass
+class CpuAttentionMetadata(AttentionMetadata):
+    query_rows: QueryRows | None = None
+    """A step of a few query tokens a sequence: each token as a decode (`QueryRows`)."""
+
+
+class CpuMetadataBuilder(AttentionMetadataBuilder):
+    def build(self, common: AttentionMetadata) -> CpuAttentionMetadata:
+        shared = {f.name: getattr(common, f.name) for f in fields(AttentionMetadata)}
+        rows = QueryRows.of(common) if native() is not None else None
+        return CpuAttentionMetadata(**shared, query_rows=rows)
 
 
 class CpuSdpaAttentionImpl(AttentionImpl):
@@ -20,8 +43,9 @@ class CpuSdpaAttentionImpl(AttentionImpl):
         kv_scales: torch.Tensor | None = None,
     ) -> torch.Tensor:
         if kv_scales is None:
+            rows = metadata.query_rows if isinstance(metadata, CpuAttentionMetadata) else None
             out = decode_step(query, key, value, kv_cache, metadata, self.scale,
-                              self.sliding_window, self.logits_soft_cap)
+                              self.sliding_window, self.logits_soft_cap, rows)
             if out is not None:
                 return out
         write_kv_cache(key, value, kv_cache, metadata.slot_mapping, kv_scales)
@@ -40,3 +64,7 @@ class CpuSdpaAttentionBackend(AttentionBackend):
     @classmethod
     def get_impl_cls(cls) -> type[AttentionImpl]:
         return CpuSdpaAttentionImpl
+
+    @classmethod
+    def get_builder_cls(cls) -> type[AttentionMetadataBuilder]:
+        return CpuMetadataBuilder

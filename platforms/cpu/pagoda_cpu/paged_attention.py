@@ -5,13 +5,18 @@ Decodes (one query token) of a step run in one call of pagoda-cpu's native kerne
 else as one gather and two matmuls with GQA grouping (no head expansion); prefills and
 prefill chunks go one sequence at a time through PyTorch's flash SDPA kernel, which is
 compute-bound anyway. A step of decodes only, where the native kernel takes it, is one
-call per layer: the cache write and the attention (`decode_step`).
+call per layer: the cache write and the attention (`decode_step`). So is a step whose
+sequences each have a few query tokens (a speculative verify step: 1 + k a sequence): each
+query token is then a decode of its own sequence's prefix up to it (`QueryRows`, made once
+a step by the backend's metadata builder).
 
 An fp8 cache is written through a uint8 view (PyTorch's CPU index_copy takes no float8)
 and dequantized into the query's dtype as it is gathered.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
@@ -20,26 +25,60 @@ from pagoda.attention.backend import FP8_KV_CACHE_DTYPE, AttentionMetadata
 from pagoda.attention.reference import quantize_fp8
 from pagoda_cpu.csrc import native
 
+MAX_ROWS_PER_SEQUENCE = 16
+"""Longest query a sequence may have for its tokens to be attended to as decodes (each one
+reads its sequence's keys and values again: for a few tokens over a context that is far
+cheaper than a gather and SDPA per sequence; a long prefill is SDPA's)."""
+
+
+@dataclass(frozen=True)
+class QueryRows:
+    """Each query token of a step as a decode of its own: its sequence's block table row
+    and its length up to and including the token (0 for a padding token: zeros out)."""
+
+    block_tables: torch.Tensor  # [T, max_blocks] int32
+    seq_lens: torch.Tensor  # [T] int32
+
+    @classmethod
+    def of(cls, metadata: AttentionMetadata) -> QueryRows | None:
+        """The rows of a step whose queries are 2 to `MAX_ROWS_PER_SEQUENCE` tokens a
+        sequence at most, else None (a decode-only step needs none: a row a sequence)."""
+        starts = metadata.query_start_loc_cpu
+        if not 1 < metadata.max_query_len <= MAX_ROWS_PER_SEQUENCE:
+            return None
+        lengths, sources = [], []
+        for b, seq_len in enumerate(metadata.seq_lens_cpu):
+            q_len = starts[b + 1] - starts[b]
+            lengths += range(seq_len - q_len + 1, seq_len + 1)
+            sources += [b] * q_len
+        padding = metadata.num_tokens - len(lengths)
+        table = metadata.block_tables.index_select(
+            0, torch.tensor(sources + [0] * padding, dtype=torch.int64))
+        return cls(table, torch.tensor(lengths + [0] * padding, dtype=torch.int32))
+
 
 def decode_step(
     query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, kv_cache: torch.Tensor,
     metadata: AttentionMetadata, scale: float, sliding_window: int | None,
-    logits_soft_cap: float | None,
+    logits_soft_cap: float | None, rows: QueryRows | None = None,
 ) -> torch.Tensor | None:
-    """A step of one query token per sequence in one native call, which writes the
-    step's keys and values (slot -1: skipped, others bounds-checked) and attends; None
-    where the step or the dtypes are not that kernel's (the caller takes the general path).
-    Per layer, this replaces the host check of the slot mapping, two index copies, the
-    output's copy and the lengths' conversion."""
+    """A step of one query token per sequence (or, given its `rows`, of a few a sequence)
+    in one native call, which writes the step's keys and values (slot -1: skipped, others
+    bounds-checked) and attends; None where the step or the dtypes are not that kernel's
+    (the caller takes the general path). Per layer, this replaces the host check of the
+    slot mapping, two index copies, the output's copy and the lengths' conversion."""
     kernels = native()
-    if (kernels is None or metadata.max_query_len != 1
-            or metadata.num_tokens != metadata.num_seqs
-            or not key.dtype == value.dtype == query.dtype
+    if (kernels is None or not key.dtype == value.dtype == query.dtype
             or not _native_takes(query, kv_cache)):
         return None
-    return kernels.decode_attention(query, kv_cache, metadata.block_tables, metadata.seq_lens,
-                                    scale, sliding_window or 0, logits_soft_cap or 0.0, key,
-                                    value, metadata.slot_mapping)
+    if metadata.max_query_len == 1 and metadata.num_tokens == metadata.num_seqs:
+        tables, lens = metadata.block_tables, metadata.seq_lens
+    elif rows is not None:
+        tables, lens = rows.block_tables, rows.seq_lens
+    else:
+        return None
+    return kernels.decode_attention(query, kv_cache, tables, lens, scale, sliding_window or 0,
+                                    logits_soft_cap or 0.0, key, value, metadata.slot_mapping)
 
 
 def _native_takes(query: torch.Tensor, kv_cache: torch.Tensor) -> bool:
