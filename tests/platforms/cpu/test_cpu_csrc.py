@@ -109,6 +109,21 @@ def test_woq_kernel_paths(bits: int, group: int, rows: int | str, isa: str) -> N
     torch.testing.assert_close(dense, weight.dequantize(), rtol=1e-6, atol=1e-6)  # fused
 
 
+@pytest.mark.parametrize("k", [256, 1280])
+def test_gemv_at_every_row_count_of_its_passes(k: int, isa: str) -> None:
+    """The GEMV kernel takes up to eight rows a pass over the weights where they fit L1
+    beside them (K up to 1024 on AVX-512), four otherwise: every row count through two
+    passes and their remainders, against the float64 product."""
+    gen = torch.Generator().manual_seed(k)
+    weight = group_weight(torch.randn(40, k, generator=gen), 4, 32, symmetric=False)
+    prepared = csrc_ops.prepare_woq(weight, torch.float32)
+    want_w = weight.dequantize().double().T
+    for rows in range(1, 18):
+        x = torch.randn(rows, k, generator=gen)
+        got = C.woq_gemv(x, prepared.codes, prepared.scales, prepared.offsets, 4, None)
+        torch.testing.assert_close(got.double(), x.double() @ want_w, rtol=1e-5, atol=1e-4)
+
+
 def test_a_weight_too_large_to_dequantize_takes_the_gemm_kernel_for_many_rows(
         monkeypatch: pytest.MonkeyPatch) -> None:
     weight = group_weight(torch.randn(40, 64), 8, 32, symmetric=True)
