@@ -15,7 +15,13 @@ from pagoda.attention import (
     AttentionMetadataBuilder,
 )
 from pagoda_cpu.csrc import native
-from pagoda_cpu.paged_attention import QueryRows, decode_step, paged_attention, write_kv_cache
+from pagoda_cpu.paged_attention import (
+    QueryRows,
+    decode_step,
+    native_takes_cache,
+    paged_attention,
+    write_kv_cache,
+)
 
 
 @dataclass
@@ -27,7 +33,9 @@ class CpuAttentionMetadata(AttentionMetadata):
 class CpuMetadataBuilder(AttentionMetadataBuilder):
     def build(self, common: AttentionMetadata) -> CpuAttentionMetadata:
         shared = {f.name: getattr(common, f.name) for f in fields(AttentionMetadata)}
-        rows = QueryRows.of(common) if native() is not None else None
+        # Only where the native kernel will take the step's rows (not for an fp8 cache).
+        takes = native() is not None and native_takes_cache(self.spec.dtype, self.spec.head_size)
+        rows = QueryRows.of(common) if takes else None
         return CpuAttentionMetadata(**shared, query_rows=rows)
 
 

@@ -81,12 +81,16 @@ def decode_step(
                                     logits_soft_cap or 0.0, key, value, metadata.slot_mapping)
 
 
+def native_takes_cache(dtype: torch.dtype, head_size: int) -> bool:
+    """Whether the native decode kernel takes a cache of `dtype` and heads of `head_size`:
+    float32 or bfloat16, a multiple of 16 up to 256."""
+    return dtype in (torch.float32, torch.bfloat16) and head_size % 16 == 0 and head_size <= 256
+
+
 def _native_takes(query: torch.Tensor, kv_cache: torch.Tensor) -> bool:
-    """Whether the native decode kernel takes this query [B, H, D] and cache: both float32
-    or both bfloat16, D a multiple of 16 up to 256."""
-    head_size = query.shape[-1]
-    return (query.dtype == kv_cache.dtype and query.dtype in (torch.float32, torch.bfloat16)
-            and head_size % 16 == 0 and head_size <= 256)
+    """Whether the native decode kernel takes this query [B, H, D] and cache (the same
+    dtype, one it takes)."""
+    return query.dtype == kv_cache.dtype and native_takes_cache(query.dtype, query.shape[-1])
 
 
 def write_kv_cache(
