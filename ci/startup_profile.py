@@ -100,6 +100,20 @@ def serve_timeline(argv: list[str], triton_cache: str, port: int = 8797) -> floa
     return ready
 
 
+def compiled_kernels(triton_cache: str, count: int = 15) -> None:
+    """Print how many variants of each kernel a start compiled: Triton's cache holds one
+    folder a compiled variant, with the kernel's metadata in `<name>.json`."""
+    names: dict[str, int] = {}
+    for folder in os.scandir(triton_cache):
+        for entry in os.scandir(folder.path) if folder.is_dir() else ():
+            if entry.name.endswith(".json") and not entry.name.startswith("__grp__"):
+                name = entry.name.removesuffix(".json")
+                names[name] = names.get(name, 0) + 1
+    print(f"{sum(names.values())} kernel variants compiled, {len(names)} kernels; the most:")
+    for name, n in sorted(names.items(), key=lambda item: -item[1])[:count]:
+        print(f"  {n:4d}  {name}")
+
+
 def main() -> None:
     argv = sys.argv[1:]
     imports = {}
@@ -117,6 +131,7 @@ def main() -> None:
     cache = tempfile.mkdtemp(prefix="triton-cache-")
     print("== serve, empty Triton cache")
     cold = serve_timeline(argv, cache)
+    compiled_kernels(cache)
     print("== serve again, the Triton cache warm")
     warm = serve_timeline(argv, cache)
     print(json.dumps({"cold_s": cold, "warm_s": warm, "imports_s": imports}))
