@@ -1,7 +1,7 @@
 """Where `pagoda serve`'s start-up time goes (benchmark F): what each import costs, then a
 serve run whose every output line is stamped with the seconds since launch.
 
-    python ci/startup_profile.py MODEL [serve arguments ...]
+    python ci/startup_profile.py [--py-spy FILE] MODEL [serve arguments ...]
 
 1. imports, each in a fresh interpreter: torch, triton, transformers (also in two at once:
    the engine core and the front end's tokenizer process start together), the front end's
@@ -9,7 +9,9 @@ serve run whose every output line is stamped with the seconds since launch.
    discovery; and the slowest modules under transformers' AutoConfig (`-X importtime`);
 2. `pagoda serve MODEL ... --log-level debug` until /health answers, twice: with an empty
    Triton cache (a fresh machine's first start compiles every kernel), then with the cache
-   that run filled; each log line with the seconds since launch.
+   that run filled; each log line with the seconds since launch. With `--py-spy FILE`, the
+   warm run under `py-spy record --subprocesses --idle --format speedscope` (every process, waits
+   included), and what each process did in each second of it.
 
 Prints a JSON line `{"cold_s": ..., "warm_s": ..., "imports_s": {...}}` last.
 """
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -62,10 +65,13 @@ def slowest_imports(statement: str, count: int = 12) -> list[tuple[float, str]]:
     return sorted(rows, reverse=True)[:count]
 
 
-def serve_timeline(argv: list[str], triton_cache: str, port: int = 8797) -> float:
+def serve_timeline(argv: list[str], triton_cache: str, port: int = 8797,
+                   py_spy: str | None = None) -> float:
     env = dict(os.environ, PYTHONUNBUFFERED="1", TRITON_CACHE_DIR=triton_cache)
+    spy = (["py-spy", "record", "--subprocesses", "--idle", "--threads", "--format", "speedscope",
+            "--rate", "200", "--output", py_spy, "--"] if py_spy else [])
     start = time.monotonic()
-    proc = subprocess.Popen([sys.executable, "-m", "pagoda.cli.main", "serve", *argv,
+    proc = subprocess.Popen([*spy, sys.executable, "-m", "pagoda.cli.main", "serve", *argv,
                              "--port", str(port), "--log-level", "debug"],
                             stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True, env=env,
@@ -88,7 +94,10 @@ def serve_timeline(argv: list[str], triton_cache: str, port: int = 8797) -> floa
             except OSError:
                 time.sleep(0.05)
     finally:
-        proc.terminate()
+        if py_spy:  # as Ctrl-C would: serve shuts down, py-spy writes its profile
+            os.killpg(proc.pid, signal.SIGINT)
+        else:
+            proc.terminate()
         proc.wait(60)
         reader.join(5)
     for offset, line in lines:
@@ -114,8 +123,54 @@ def compiled_kernels(triton_cache: str, count: int = 15) -> None:
         print(f"  {n:4d}  {name}")
 
 
+def spy_timeline(path: str, seconds: float = 0.5) -> None:
+    """Each process's main thread in a py-spy speedscope profile, a line a `seconds` bin:
+    the innermost Pagoda frame and the innermost frame of all (a module executing, a
+    wait, a function), the bin's commonest pair. Each thread's samples are placed back
+    from the end of the run (every process was sampled until the server stopped)."""
+    with open(path) as file:
+        data = json.load(file)
+    frames = data["shared"]["frames"]
+
+    def where(index: int) -> str:
+        frame = frames[index]
+        file_name = frame["file"].rsplit("site-packages/", 1)[-1].rsplit("/work/main/", 1)[-1]
+        return f"{frame['name']} ({file_name}:{frame['line']})"
+
+    def pair(stack: list[int]) -> str:
+        ours = [i for i in stack if "pagoda" in frames[i]["file"]]
+        plain = [i for i in stack if not frames[i]["file"].startswith("<frozen")]
+        return (f"{where(ours[-1]) if ours else '-'}  |  "
+                f"{where(plain[-1]) if plain else where(stack[-1]) if stack else 'idle'}")
+
+    profiles = [p for p in data["profiles"] if p["name"].split()[1] == p["name"].split()[3]]
+    end = max(p["endValue"] for p in profiles)
+    for profile in profiles:
+        names = {frames[i]["name"] for stack in profile["samples"] for i in stack}
+        files = {frames[i]["file"] for stack in profile["samples"] for i in stack}
+        if any(file.endswith("resource_tracker.py") for file in files):
+            continue
+        role = ("engine core" if "run_engine_core" in names else
+                "tokenizer child" if "_choose" in names else "front end")
+        print(f"-- {profile['name'].split(' Thread')[0]}: {role}")
+        offset = end - profile["endValue"]
+        bins: dict[int, dict[str, int]] = {}
+        t = 0.0
+        for stack, weight in zip(profile["samples"], profile["weights"]):
+            counts = bins.setdefault(int((offset + t) / seconds), {})
+            label = pair(stack)
+            counts[label] = counts.get(label, 0) + 1
+            t += weight
+        for b, counts in sorted(bins.items()):
+            label, n = max(counts.items(), key=lambda item: item[1])
+            print(f"  {b * seconds:6.1f} s  {n / sum(counts.values()):4.0%}  {label[:150]}")
+
+
 def main() -> None:
     argv = sys.argv[1:]
+    py_spy = None
+    if argv[:1] == ["--py-spy"]:
+        py_spy, argv = argv[1], argv[2:]
     imports = {}
     for name, statement in IMPORTS.items():
         imports[name] = import_seconds(statement)
@@ -133,7 +188,9 @@ def main() -> None:
     cold = serve_timeline(argv, cache)
     compiled_kernels(cache)
     print("== serve again, the Triton cache warm")
-    warm = serve_timeline(argv, cache)
+    warm = serve_timeline(argv, cache, py_spy=py_spy)
+    if py_spy:
+        spy_timeline(py_spy)
     print(json.dumps({"cold_s": cold, "warm_s": warm, "imports_s": imports}))
 
 
