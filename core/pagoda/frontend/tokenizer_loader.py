@@ -5,7 +5,9 @@ tokenizer class a checkpoint needs. A front end whose engine core runs in anothe
 has no other use for torch (some 500 MiB resident), so a short-lived child process makes
 that decision (converting a GGUF vocabulary there too), and this process loads the class
 it chose from the same files: the same tokenizer, while the class's own module needs only
-`tokenizers`.
+`tokenizers`. The child's choice takes seconds (transformers' configs and their imports);
+meanwhile this process imports what every tokenizer class builds on, which it would
+otherwise do after the child is done, on the way to the server's start.
 """
 
 from __future__ import annotations
@@ -23,7 +25,9 @@ def load_tokenizer(source: ModelSource, override: str | None = None) -> Any:
     """What `source.tokenizer(override)` returns, built in this process without torch."""
     with tempfile.TemporaryDirectory(prefix="pagoda-tokenizer-") as tmp:
         with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
-            module, name, where = pool.submit(_choose, source, override, tmp).result()
+            choice = pool.submit(_choose, source, override, tmp)
+            importlib.import_module("transformers.tokenization_utils_base")
+            module, name, where = choice.result()
         cls = getattr(importlib.import_module(module), name)
         return cls.from_pretrained(where)
 
