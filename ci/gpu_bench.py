@@ -23,8 +23,10 @@ L  LoRA: A (Pagoda alone) with 8 rank-16 adapters of every projection spread ove
    requests, beside the same run without LoRA (ci/bench_lora.py)
 S  structured outputs: A (Pagoda alone) with a JSON schema on every request, beside the same
    run without (a stand-in tokenizer with ASCII characters, so JSON can be spelled)
-W  dependent launch: C with bf16, FP8 and INT4 weights, each with programmatic dependent
-   launch off and on (PAGODA_CUDA_DEPENDENT_LAUNCH=0/1), in one run
+W  dependent launch: C with INT4, bf16 and FP8 weights, each with programmatic dependent
+   launch off (PAGODA_CUDA_DEPENDENT_LAUNCH=0), of every kernel (1) and, for INT4 (the only
+   weights pagoda-cuda's CUDA C++ kernels serve), of those kernels alone (native, the
+   default), in one run; `W4` runs INT4 alone
 U  fused decode layers: C with bf16, FP8 and INT4 weights, each with the layers' norms and
    SiLU run as kernels of their own and computed by the one-row matmuls
    (PAGODA_CUDA_FUSE_DECODE=0/1), in one run
@@ -245,11 +247,14 @@ def quantized_c(out: Path, llama: Path, s: dict, tag: str, quantization: str, go
             "bandwidth roofline": bound / ours["time_per_output_token_s"], "goal": goal}
 
 
-def dependent_launch(out: Path, llama: Path, s: dict) -> list[dict]:
-    """W: C in bf16, FP8 and INT4 weights with dependent launch off, then on."""
+def dependent_launch(out: Path, llama: Path, s: dict, int4_only: bool = False) -> list[dict]:
+    """W: C in INT4, bf16 and FP8 weights with dependent launch off, of every kernel, and
+    (INT4) of the CUDA C++ kernels alone."""
+    runs = [("int4", "int4", "0"), ("int4", "int4", "native"), ("int4", "int4", "1")]
+    if not int4_only:
+        runs += [(tag, q, pdl) for tag, q in (("bf16", ""), ("fp8", "fp8")) for pdl in "01"]
     return [quantized_c(out, llama, s, tag, q, "report", {"PAGODA_CUDA_DEPENDENT_LAUNCH": pdl})
-            for tag, q in (("bf16", ""), ("fp8", "fp8"), ("int4", "int4"))
-            for pdl in ("0", "1")]
+            for tag, q, pdl in runs]
 
 
 def native_c(out: Path, llama: Path, s: dict) -> list[dict]:
@@ -570,6 +575,7 @@ def main() -> int:
             "M": lambda: [bench_m(out, moe, s30)], "N": lambda: [bench_n(out, moe, s30)],
             "S": lambda: structured(out, s8), "V": lambda: speculative(out, llama),
             "L": lambda: [bench_l(out, llama)], "W": lambda: dependent_launch(out, llama, s8),
+            "W4": lambda: dependent_launch(out, llama, s8, int4_only=True),
             "U": lambda: fused_decode(out, llama, s8), "X": lambda: native_c(out, llama, s8),
             "T": lambda: tensor_parallel(out, llama, s8),
             "Y": lambda: llama70b(out, big, shape(big)), "Z": lambda: all_reduce(out)}

@@ -1,9 +1,10 @@
 // What pagoda-cuda's CUDA C++ kernels share: the launchers' error codes, the 16-bit types'
-// conversions and how a block's lanes split a 16-row tile of the weight.
+// conversions, dependent launch and how a block's lanes split a 16-row tile of the weight.
 #pragma once
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_runtime.h>
 
 #include <cstdint>
 
@@ -25,6 +26,33 @@ template <>
 __device__ __forceinline__ __nv_bfloat16 from_float(float v) { return __float2bfloat16_rn(v); }
 template <>
 __device__ __forceinline__ __half from_float(float v) { return __float2half_rn(v); }
+
+// Programmatic dependent launch (sm_90 on): a kernel launched with
+// cudaLaunchAttributeProgrammaticStreamSerialization may start while the kernel ahead of it in
+// the stream still runs; until it calls this it may read only what no kernel of the step
+// writes (its weights). Returns once the kernels ahead have completed and their writes are
+// visible; nothing to wait for on older devices or without the attribute.
+__device__ __forceinline__ void wait_for_inputs() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+// Launches `kernel` on `stream`, dependently (see wait_for_inputs) where `dependent`.
+template <typename... Params, typename... Args>
+cudaError_t launch_kernel(void (*kernel)(Params...), dim3 grid, dim3 block, cudaStream_t stream,
+                          bool dependent, Args... args) {
+  cudaLaunchAttribute attribute = {};
+  attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attribute.val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t config = {};
+  config.gridDim = grid;
+  config.blockDim = block;
+  config.stream = stream;
+  config.attrs = &attribute;
+  config.numAttrs = dependent ? 1 : 0;
+  return cudaLaunchKernelEx(&config, kernel, static_cast<Params>(args)...);
+}
 
 constexpr int kMmaRows = 16;  // weight rows a block: the MMA's M
 

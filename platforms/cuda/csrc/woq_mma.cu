@@ -153,6 +153,9 @@ __global__ void __launch_bounds__(WARPS * 32)
     next_a = __ldcs(wa + 4 * begin);
     next_b = __ldcs(wb + 4 * begin);
   }
+  // The first weights are on their way; x, and out's memory, may still be the kernel
+  // ahead's while this one was launched dependently.
+  pagoda_cuda::wait_for_inputs();
   for (int c = begin; c < end; ++c) {
     const uint4 cur_a = next_a, cur_b = next_b;
     if (c + 1 < end) {  // the next chunk's weights stream while this one multiplies
@@ -229,13 +232,13 @@ template <typename T>
 cudaError_t launch(void* out, const void* x, const void* words, const void* scales,
                    const void* zeros, const void* bias, int m, int n, int k,
                    int64_t stride_xm, int64_t stride_om, int64_t stride_wn, int64_t stride_sn,
-                   int group_shift, int warps, cudaStream_t stream) {
-  pick<T>(m, warps, group_shift)<<<n / kRows, warps * 32, 0, stream>>>(
+                   int group_shift, int warps, bool dependent, cudaStream_t stream) {
+  return pagoda_cuda::launch_kernel(
+      pick<T>(m, warps, group_shift), n / kRows, warps * 32, stream, dependent,
       static_cast<T*>(out), static_cast<const T*>(x), static_cast<const uint32_t*>(words),
       static_cast<const float*>(scales), static_cast<const T*>(zeros),
       static_cast<const T*>(bias), m, k, stride_xm, stride_om, stride_wn, stride_sn,
       group_shift);
-  return cudaGetLastError();
 }
 
 }  // namespace
@@ -247,12 +250,13 @@ extern "C" {
 // scales and zero points (integers 0 to 15) [n, stride_sn]; group = 1 << group_shift
 // inputs, 32 to 256;
 // 1 <= m <= 16, n a multiple of 16, k of 128; warps 4 or 8 split K. x and the words
-// 16-byte aligned (rows included). Launched on `stream` of CUDA device `device`. Returns
-// 0, a CUDA error or a pagoda_cuda::Error.
+// 16-byte aligned (rows included). Launched on `stream` of CUDA device `device`, while the
+// kernel ahead still runs where `dependent` (sm_90 on: the weights' first loads overlap its
+// end). Returns 0, a CUDA error or a pagoda_cuda::Error.
 int pagoda_woq4_mma(int dtype, void* out, const void* x, const void* words, const void* scales,
                     const void* zeros, const void* bias, int m, int n, int k,
                     int64_t stride_xm, int64_t stride_om, int64_t stride_wn, int64_t stride_sn,
-                    int group_shift, int warps, int device, void* stream) {
+                    int group_shift, int warps, int dependent, int device, void* stream) {
   if (m < 1 || m > 16 || n % kRows != 0 || k <= 0 || k % kChunk != 0 || group_shift < 5 ||
       group_shift > 8 || (warps != 4 && warps != 8)) {
     return pagoda_cuda::kBadShape;
@@ -262,10 +266,11 @@ int pagoda_woq4_mma(int dtype, void* out, const void* x, const void* words, cons
   switch (dtype) {
     case pagoda_cuda::kBfloat16:
       return launch<__nv_bfloat16>(out, x, words, scales, zeros, bias, m, n, k, stride_xm,
-                                   stride_om, stride_wn, stride_sn, group_shift, warps, s);
+                                   stride_om, stride_wn, stride_sn, group_shift, warps,
+                                   dependent, s);
     case pagoda_cuda::kFloat16:
       return launch<__half>(out, x, words, scales, zeros, bias, m, n, k, stride_xm, stride_om,
-                            stride_wn, stride_sn, group_shift, warps, s);
+                            stride_wn, stride_sn, group_shift, warps, dependent, s);
     default:
       return pagoda_cuda::kBadType;
   }

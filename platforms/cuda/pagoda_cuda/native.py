@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import os
 from pathlib import Path
 
 import torch
@@ -21,11 +22,39 @@ MIN_CAPABILITY = (8, 0)
 
 _P, _I, _L = ctypes.c_void_p, ctypes.c_int, ctypes.c_int64
 _SIGNATURES = {
-    "pagoda_woq4_mma": [_I, _P, _P, _P, _P, _P, _P, _I, _I, _I, _L, _L, _L, _L, _I, _I, _I, _P],
+    "pagoda_woq4_mma": [_I, _P, _P, _P, _P, _P, _P, _I, _I, _I, _L, _L, _L, _L, _I, _I, _I, _I,
+                        _P],
 }
-"""Each launcher's arguments; the last two, the device's index and its stream, `call` adds."""
+"""Each launcher's arguments; the last three (whether to launch dependently, the device's
+index and its stream) `call` adds."""
 DTYPE_CODES = {torch.bfloat16: 0, torch.float16: 1}
 """The library's codes for the 16-bit types its kernels take."""
+DEPENDENT_LAUNCH_CAPABILITY = (9, 0)
+"""The first compute capability with programmatic dependent launch."""
+DEPENDENT_LAUNCH_ENV = "PAGODA_CUDA_DEPENDENT_LAUNCH"
+"""Which kernels start while the kernel ahead of them in the stream still runs (programmatic
+dependent launch, from sm_90 on): `native` (the default) this library's, which load their
+first weights before they wait for their inputs; `1` the Triton kernels too (off by
+default: it cost them time on the H200, see `pagoda_cuda.triton_ops`); `0` none."""
+DEPENDENT_LAUNCH_MODES = ("0", "native", "1")
+
+
+def dependent_launch_wanted(kind: str) -> bool:
+    """Whether PAGODA_CUDA_DEPENDENT_LAUNCH asks for dependent launches of `kind`'s kernels
+    ("native": this library's, "triton")."""
+    mode = os.environ.get(DEPENDENT_LAUNCH_ENV, "native")
+    if mode not in DEPENDENT_LAUNCH_MODES:
+        raise ValueError(f"{DEPENDENT_LAUNCH_ENV}={mode!r}: expected one of "
+                         f"{', '.join(DEPENDENT_LAUNCH_MODES)}")
+    return mode == "1" or (mode == "native" and kind == "native")
+
+
+@functools.cache
+def dependent_launch(index: int) -> bool:
+    """Whether this library's kernels launch dependently on CUDA device `index` (its
+    capability and the variable read once)."""
+    capable = torch.cuda.get_device_capability(index) >= DEPENDENT_LAUNCH_CAPABILITY
+    return capable and dependent_launch_wanted("native")
 
 
 class NativeKernelError(RuntimeError):
@@ -74,15 +103,16 @@ def unavailable(needs: tuple[int, int] = MIN_CAPABILITY) -> str | None:
 
 
 def call(name: str, device: torch.device, *args: object) -> None:
-    """Runs launcher `name` with `args`, then `device`'s index and PyTorch's current stream
-    of it (the library links its own CUDA runtime: it sets the device before launching);
-    raises on an error."""
+    """Runs launcher `name` with `args`, then whether to launch dependently
+    (`dependent_launch`), `device`'s index and PyTorch's current stream of it (the library
+    links its own CUDA runtime: it sets the device before launching); raises on an
+    error."""
     lib = _library()
     if isinstance(lib, str):
         raise NativeKernelError(lib)
     index = device.index if device.index is not None else torch.cuda.current_device()
     stream = torch.cuda.current_stream(index).cuda_stream
-    code = getattr(lib, name)(*args, index, stream)
+    code = getattr(lib, name)(*args, dependent_launch(index), index, stream)
     if code:
         message = lib.pagoda_cuda_error_string(code).decode()
         raise NativeKernelError(f"{name}: {message} (code {code})")

@@ -1,7 +1,7 @@
 """The shared Triton kernels as NVIDIA GPUs launch them: with Triton's defaults, or, when
-PAGODA_CUDA_DEPENDENT_LAUNCH=1 on compute capability 9.0 and up (Hopper on), each launched
-while the one ahead of it still runs (programmatic dependent launch,
-`TritonLaunch.dependent_launch`). That is off by default: on the H200 one 8B request's
+PAGODA_CUDA_DEPENDENT_LAUNCH=1 (`pagoda_cuda.native.DEPENDENT_LAUNCH_ENV`) on compute
+capability 9.0 and up (Hopper on), each launched while the one ahead of it still runs
+(programmatic dependent launch, `TritonLaunch.dependent_launch`). That is off by default: on the H200 one 8B request's
 128 tokens took 607 against 581 ms in bf16 and 484 against 423 ms with FP8 weights with it
 (`pagoda bench latency`, session 12 in docs/benchmarks.md; not profiled: the likely cost
 is a kernel launched early holding multiprocessor slots while it waits).
@@ -13,25 +13,20 @@ signature and passes `launch=` to `pagoda.kernels.triton`.
 from __future__ import annotations
 
 import functools
-import os
 
 import torch
 
 from pagoda.kernels.triton.common import dependent_launch_supported
 from pagoda.kernels.triton.launch import TritonLaunch
 from pagoda.kernels.triton.launched import LaunchedKernels
-
-DEPENDENT_LAUNCH_CAPABILITY = (9, 0)
-"""The first compute capability with programmatic dependent launch."""
-DEPENDENT_LAUNCH_ENV = "PAGODA_CUDA_DEPENDENT_LAUNCH"
-"""Set to 1 to launch kernels dependently where the device can (benchmarks compare)."""
+from pagoda_cuda.native import DEPENDENT_LAUNCH_CAPABILITY, dependent_launch_wanted
 
 
 @functools.cache
 def device_launch(device: torch.device) -> TritonLaunch:
     """Launch parameters for `device` (its capability read once)."""
     capable = torch.cuda.get_device_capability(device) >= DEPENDENT_LAUNCH_CAPABILITY
-    wanted = os.environ.get(DEPENDENT_LAUNCH_ENV, "0") == "1"
+    wanted = dependent_launch_wanted("triton")
     return TritonLaunch(dependent_launch=capable and wanted and dependent_launch_supported())
 
 

@@ -56,11 +56,28 @@ def test_launchers_refuse_what_their_kernels_do_not_take() -> None:
                 {"group_shift": 9}, {"warps": 6}):
         a = woq | bad
         code = lib.pagoda_woq4_mma(0, None, None, None, None, None, None, a["m"], a["n"],
-                                   a["k"], 0, 0, 0, 0, a["group_shift"], a["warps"], 0, None)
+                                   a["k"], 0, 0, 0, 0, a["group_shift"], a["warps"], 0, 0,
+                                   None)
         assert code == 1001, bad
     assert lib.pagoda_cuda_error_string(1001) == b"unsupported shape or launch"
     assert lib.pagoda_cuda_error_string(1002) == b"unsupported dtype"
     assert lib.pagoda_cuda_error_string(100) == b"no CUDA-capable device is detected"
+
+
+def test_dependent_launch_modes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """PAGODA_CUDA_DEPENDENT_LAUNCH: this library's kernels by default, Triton's with 1,
+    none with 0; anything else is refused, naming the variable."""
+    for mode, native_kernels, triton_kernels in ((None, True, False), ("native", True, False),
+                                                 ("1", True, True), ("0", False, False)):
+        if mode is None:
+            monkeypatch.delenv(native.DEPENDENT_LAUNCH_ENV, raising=False)
+        else:
+            monkeypatch.setenv(native.DEPENDENT_LAUNCH_ENV, mode)
+        assert native.dependent_launch_wanted("native") == native_kernels, mode
+        assert native.dependent_launch_wanted("triton") == triton_kernels, mode
+    monkeypatch.setenv(native.DEPENDENT_LAUNCH_ENV, "yes")
+    with pytest.raises(ValueError, match="PAGODA_CUDA_DEPENDENT_LAUNCH='yes'"):
+        native.dependent_launch_wanted("native")
 
 
 def test_provider_hands_triton_what_the_kernel_does_not_take() -> None:
@@ -195,3 +212,41 @@ def test_replays_in_a_cuda_graph() -> None:
         graph.replay()
         torch.cuda.synchronize()
         assert torch.equal(out, woq_linear(x, prepared, bias))
+
+
+@gpu
+def test_dependent_launches_wait_for_their_inputs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each launch reads what the kernel just ahead of it wrote: launched dependently (the
+    default from sm_90 on), eagerly and replayed from a CUDA graph, the chain computes
+    exactly what it computes launched one after the other."""
+    from pagoda_cuda.woq_ops import prepare_woq, woq4_mma
+
+    _, canonical = _weight(2048, 2048, 128, False, torch.bfloat16, 11)
+    prepared = prepare_woq(canonical.to("cuda"), torch.bfloat16)
+    x = torch.randn(2, 2048, generator=torch.Generator().manual_seed(3)).to(torch.bfloat16)
+    x = x.cuda()
+
+    def chain() -> torch.Tensor:
+        h = x
+        for _ in range(12):
+            out = torch.empty_like(h)
+            h = woq4_mma(out, h, prepared, None) * 0.5 + x
+        return h
+
+    def run(mode: str) -> tuple[torch.Tensor, torch.Tensor]:
+        monkeypatch.setenv(native.DEPENDENT_LAUNCH_ENV, mode)
+        native.dependent_launch.cache_clear()
+        eager = chain()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            out = chain()
+        graph.replay()
+        torch.cuda.synchronize()
+        return eager, out.clone()
+
+    serial = run("0")
+    assert torch.equal(serial[0], serial[1])
+    dependent = run("native")
+    assert native.dependent_launch(0) == (torch.cuda.get_device_capability(0) >= (9, 0))
+    native.dependent_launch.cache_clear()
+    assert torch.equal(dependent[0], serial[0]) and torch.equal(dependent[1], serial[0])
