@@ -26,10 +26,24 @@ def load_tokenizer(source: ModelSource, override: str | None = None) -> Any:
     with tempfile.TemporaryDirectory(prefix="pagoda-tokenizer-") as tmp:
         with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
             choice = pool.submit(_choose, source, override, tmp)
-            importlib.import_module("transformers.tokenization_utils_base")
+            _import_tokenizer_base()
             module, name, where = choice.result()
         cls = getattr(importlib.import_module(module), name)
         return cls.from_pretrained(where)
+
+
+_TOKENIZER_BASES = ("transformers.tokenization_utils_tokenizers",  # transformers 5
+                    "transformers.tokenization_utils_fast")  # 4
+"""The module of the class most checkpoints' tokenizers are or derive from."""
+
+
+def _import_tokenizer_base() -> None:
+    for name in _TOKENIZER_BASES:
+        try:
+            importlib.import_module(name)
+            return
+        except ModuleNotFoundError:
+            continue
 
 
 def _choose(source: ModelSource, override: str | None, tmp: str) -> tuple[str, str, str]:
