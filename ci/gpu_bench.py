@@ -24,9 +24,7 @@ L  LoRA: A (Pagoda alone) with 8 rank-16 adapters of every projection spread ove
 S  structured outputs: A (Pagoda alone) with a JSON schema on every request, beside the same
    run without (a stand-in tokenizer with ASCII characters, so JSON can be spelled)
 W  dependent launch: C with INT4, bf16 and FP8 weights, each with programmatic dependent
-   launch off (PAGODA_CUDA_DEPENDENT_LAUNCH=0), of every kernel (1) and, for INT4 (the only
-   weights pagoda-cuda's CUDA C++ kernels serve), of those kernels alone (native, the
-   default), in one run; `W4` runs INT4 alone
+   launch off and on (PAGODA_CUDA_DEPENDENT_LAUNCH=0/1), in one run; `W4` runs INT4 alone
 U  fused decode layers: C with bf16, FP8 and INT4 weights, each with the layers' norms and
    SiLU run as kernels of their own and computed by the one-row matmuls
    (PAGODA_CUDA_FUSE_DECODE=0/1), in one run
@@ -248,13 +246,12 @@ def quantized_c(out: Path, llama: Path, s: dict, tag: str, quantization: str, go
 
 
 def dependent_launch(out: Path, llama: Path, s: dict, int4_only: bool = False) -> list[dict]:
-    """W: C in INT4, bf16 and FP8 weights with dependent launch off, of every kernel, and
-    (INT4) of the CUDA C++ kernels alone."""
-    runs = [("int4", "int4", "0"), ("int4", "int4", "native"), ("int4", "int4", "1")]
-    if not int4_only:
-        runs += [(tag, q, pdl) for tag, q in (("bf16", ""), ("fp8", "fp8")) for pdl in "01"]
+    """W: C in INT4 (alone where `int4_only`), bf16 and FP8 weights with dependent launch
+    off, then on."""
+    weights = (("int4", "int4"),) if int4_only else (("int4", "int4"), ("bf16", ""),
+                                                     ("fp8", "fp8"))
     return [quantized_c(out, llama, s, tag, q, "report", {"PAGODA_CUDA_DEPENDENT_LAUNCH": pdl})
-            for tag, q, pdl in runs]
+            for tag, q in weights for pdl in "01"]
 
 
 def native_c(out: Path, llama: Path, s: dict) -> list[dict]:

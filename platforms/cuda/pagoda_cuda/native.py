@@ -32,21 +32,19 @@ DTYPE_CODES = {torch.bfloat16: 0, torch.float16: 1}
 DEPENDENT_LAUNCH_CAPABILITY = (9, 0)
 """The first compute capability with programmatic dependent launch."""
 DEPENDENT_LAUNCH_ENV = "PAGODA_CUDA_DEPENDENT_LAUNCH"
-"""Which kernels start while the kernel ahead of them in the stream still runs (programmatic
-dependent launch, from sm_90 on): `native` (the default) this library's, which load their
-first weights before they wait for their inputs; `1` the Triton kernels too (off by
-default: it cost them time on the H200, see `pagoda_cuda.triton_ops`); `0` none."""
-DEPENDENT_LAUNCH_MODES = ("0", "native", "1")
+"""Set to 1 to launch each kernel while the kernel ahead of it in the stream still runs
+(programmatic dependent launch, from sm_90 on): the Triton kernels and this library's, which
+load their first weights before they wait for their inputs. Off by default: on an H100 it
+takes an 8B model's time per token with INT4 weights from 3.06 to 2.91 ms but with bf16
+weights from 5.67 to 5.86 (bench W, docs/benchmarks.md)."""
 
 
-def dependent_launch_wanted(kind: str) -> bool:
-    """Whether PAGODA_CUDA_DEPENDENT_LAUNCH asks for dependent launches of `kind`'s kernels
-    ("native": this library's, "triton")."""
-    mode = os.environ.get(DEPENDENT_LAUNCH_ENV, "native")
-    if mode not in DEPENDENT_LAUNCH_MODES:
-        raise ValueError(f"{DEPENDENT_LAUNCH_ENV}={mode!r}: expected one of "
-                         f"{', '.join(DEPENDENT_LAUNCH_MODES)}")
-    return mode == "1" or (mode == "native" and kind == "native")
+def dependent_launch_wanted() -> bool:
+    """Whether PAGODA_CUDA_DEPENDENT_LAUNCH asks for dependent launches."""
+    mode = os.environ.get(DEPENDENT_LAUNCH_ENV, "0")
+    if mode not in ("0", "1"):
+        raise ValueError(f"{DEPENDENT_LAUNCH_ENV}={mode!r}: expected 0 or 1")
+    return mode == "1"
 
 
 @functools.cache
@@ -54,7 +52,7 @@ def dependent_launch(index: int) -> bool:
     """Whether this library's kernels launch dependently on CUDA device `index` (its
     capability and the variable read once)."""
     capable = torch.cuda.get_device_capability(index) >= DEPENDENT_LAUNCH_CAPABILITY
-    return capable and dependent_launch_wanted("native")
+    return capable and dependent_launch_wanted()
 
 
 class NativeKernelError(RuntimeError):

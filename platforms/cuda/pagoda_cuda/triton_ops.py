@@ -26,7 +26,7 @@ from pagoda_cuda.native import DEPENDENT_LAUNCH_CAPABILITY, dependent_launch_wan
 def device_launch(device: torch.device) -> TritonLaunch:
     """Launch parameters for `device` (its capability read once)."""
     capable = torch.cuda.get_device_capability(device) >= DEPENDENT_LAUNCH_CAPABILITY
-    wanted = dependent_launch_wanted("triton")
+    wanted = dependent_launch_wanted()
     return TritonLaunch(dependent_launch=capable and wanted and dependent_launch_supported())
 
 

@@ -64,20 +64,17 @@ def test_launchers_refuse_what_their_kernels_do_not_take() -> None:
     assert lib.pagoda_cuda_error_string(100) == b"no CUDA-capable device is detected"
 
 
-def test_dependent_launch_modes(monkeypatch: pytest.MonkeyPatch) -> None:
-    """PAGODA_CUDA_DEPENDENT_LAUNCH: this library's kernels by default, Triton's with 1,
-    none with 0; anything else is refused, naming the variable."""
-    for mode, native_kernels, triton_kernels in ((None, True, False), ("native", True, False),
-                                                 ("1", True, True), ("0", False, False)):
-        if mode is None:
-            monkeypatch.delenv(native.DEPENDENT_LAUNCH_ENV, raising=False)
-        else:
-            monkeypatch.setenv(native.DEPENDENT_LAUNCH_ENV, mode)
-        assert native.dependent_launch_wanted("native") == native_kernels, mode
-        assert native.dependent_launch_wanted("triton") == triton_kernels, mode
+def test_dependent_launch_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    """PAGODA_CUDA_DEPENDENT_LAUNCH: off by default, on with 1; anything else is refused,
+    naming the variable."""
+    monkeypatch.delenv(native.DEPENDENT_LAUNCH_ENV, raising=False)
+    assert not native.dependent_launch_wanted()
+    for mode, wanted in (("0", False), ("1", True)):
+        monkeypatch.setenv(native.DEPENDENT_LAUNCH_ENV, mode)
+        assert native.dependent_launch_wanted() == wanted
     monkeypatch.setenv(native.DEPENDENT_LAUNCH_ENV, "yes")
     with pytest.raises(ValueError, match="PAGODA_CUDA_DEPENDENT_LAUNCH='yes'"):
-        native.dependent_launch_wanted("native")
+        native.dependent_launch_wanted()
 
 
 def test_provider_hands_triton_what_the_kernel_does_not_take() -> None:
@@ -216,9 +213,9 @@ def test_replays_in_a_cuda_graph() -> None:
 
 @gpu
 def test_dependent_launches_wait_for_their_inputs(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Each launch reads what the kernel just ahead of it wrote: launched dependently (the
-    default from sm_90 on), eagerly and replayed from a CUDA graph, the chain computes
-    exactly what it computes launched one after the other."""
+    """Each launch reads what the kernel just ahead of it wrote: launched dependently
+    (PAGODA_CUDA_DEPENDENT_LAUNCH=1, from sm_90 on), eagerly and replayed from a CUDA graph,
+    the chain computes exactly what it computes launched one after the other."""
     from pagoda_cuda.woq_ops import prepare_woq, woq4_mma
 
     _, canonical = _weight(2048, 2048, 128, False, torch.bfloat16, 11)
@@ -246,7 +243,7 @@ def test_dependent_launches_wait_for_their_inputs(monkeypatch: pytest.MonkeyPatc
 
     serial = run("0")
     assert torch.equal(serial[0], serial[1])
-    dependent = run("native")
+    dependent = run("1")
     assert native.dependent_launch(0) == (torch.cuda.get_device_capability(0) >= (9, 0))
     native.dependent_launch.cache_clear()
     assert torch.equal(dependent[0], serial[0]) and torch.equal(dependent[1], serial[0])
