@@ -93,6 +93,20 @@ def test_pipeline_stages_generate_hf_greedy_tokens(model_dir, hf_tokens):
     assert _accepted(outputs) > 0
 
 
+def test_busy_steps_do_not_speculate(model_dir, hf_tokens):
+    """speculative_disable_by_batch_size 1: while several requests run, none proposes
+    drafts; the longest, left alone, does; every output is HF's greedy tokens."""
+    lengths = [NEW_TOKENS, 10, 10, 10]  # without the limit, each drafts
+    params = [SamplingParams(temperature=0.0, max_tokens=n, ignore_eos=True) for n in lengths]
+    llm = _llm(model_dir, **SPECULATIVE, speculative_disable_by_batch_size=1)
+    outputs = _generate(llm, params)
+    assert [o.outputs[0].token_ids for o in outputs] == [
+        tokens[:n] for tokens, n in zip(hf_tokens, lengths)]
+    drafted = [int(o.metrics.get("spec_draft_tokens", 0)) for o in outputs]
+    assert drafted[0] > 0 and drafted[1:] == [0, 0, 0]
+    assert _accepted(outputs) > 0
+
+
 def test_stops_and_lengths_land_as_without_speculation(model_dir, hf_tokens):
     """Stop tokens (held back by min_tokens until the outputs loop, where drafts are
     accepted), eos and max_tokens end each request where they end it without drafts."""

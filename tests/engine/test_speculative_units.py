@@ -102,15 +102,20 @@ def test_config_checks_name_the_field():
         SpeculativeConfig("eagle")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="speculative_method: a pooling model"):
         EngineConfig.from_kwargs(speculative_method="ngram", runner="pooling", device="cpu")
+    with pytest.raises(ValueError, match="speculative_disable_by_batch_size must be >= 1"):
+        SpeculativeConfig("ngram", speculative_disable_by_batch_size=0)
+    with pytest.raises(ValueError, match="speculative_disable_by_batch_size .* needs "
+                                         "speculative_method"):
+        SpeculativeConfig(speculative_disable_by_batch_size=4)
 
 
-def _scheduler(num_blocks: int = 32, budget: int = 64) -> Scheduler:
+def _scheduler(num_blocks: int = 32, budget: int = 64, **options) -> Scheduler:
     return Scheduler(SchedulerConfig(8, budget), KVCacheManager(num_blocks, BS, True),
-                     max_model_len=1024, proposer=NgramProposer(3, 1, 2))
+                     max_model_len=1024, proposer=NgramProposer(3, 1, 2), **options)
 
 
-def _speculative(prompt: list[int], max_tokens: int = 16, **params):
-    request = make_request("a", prompt, max_tokens=max_tokens, **params)
+def _speculative(prompt: list[int], max_tokens: int = 16, request_id: str = "a", **params):
+    request = make_request(request_id, prompt, max_tokens=max_tokens, **params)
     request.speculative = True
     return request
 
@@ -182,3 +187,28 @@ def test_an_abort_while_drafts_are_verified_frees_everything():
     result = ModelRunnerOutput(sampled={"a": 4}, verified={"a": [4, 5, 6, 7]})
     assert sched.update_from_output(out, result) == []
     assert sched.kv_cache.pool.num_free_blocks == 32 and not sched.has_unfinished_requests()
+
+
+def test_busy_steps_propose_no_drafts():
+    """speculate_up_to (speculative_disable_by_batch_size): a step that starts with more
+    running requests proposes nothing; once few enough remain, drafts come back."""
+    sched = _scheduler(speculate_up_to=1)
+    a = _speculative([1, 2, 3, 4, 5, 6, 7, 1, 2], max_tokens=8)
+    b = _speculative([9, 8, 7, 9, 8], max_tokens=2, request_id="b")
+    sched.add_request(a)
+    sched.add_request(b)
+
+    def step(tokens: dict[str, list[int]]):
+        out = sched.schedule()
+        result = ModelRunnerOutput(sampled={i.request_id: tokens[i.request_id][0]
+                                            for i in out.scheduled})
+        for item in out.scheduled:
+            if item.draft_token_ids:
+                result.verified[item.request_id] = tokens[item.request_id]
+        sched.update_from_output(out, result)
+        return {i.request_id: i.draft_token_ids for i in out.scheduled}
+
+    assert step({"a": [3], "b": [7]}) == {"a": [], "b": []}  # the prompts
+    assert step({"a": [4], "b": [9]}) == {"a": [], "b": []}  # two running: none
+    assert b.status == RequestStatus.FINISHED_LENGTH
+    assert step({"a": [5, 6, 7, 0]}) == {"a": [5, 6, 7]}  # "3 4" recurs; a alone again

@@ -303,6 +303,10 @@ class SpeculativeConfig:
     """The draft model's dtype (see dtype); None: the model's."""
     speculative_quantization: str | None = None
     """The draft model's quantization (see quantization); None: the model's."""
+    speculative_disable_by_batch_size: int | None = None
+    """Steps that start with more running requests than this propose no drafts: once a
+    step holds many requests its matmuls are busy, and verifying drafts costs more than
+    they save; None: every step speculates."""
 
     def __post_init__(self) -> None:
         check_choices(self)
@@ -319,6 +323,11 @@ class SpeculativeConfig:
                              f"{self.speculative_model!r})")
         if self.speculative_dtype is not None:
             self.speculative_dtype = dtype_name(self.speculative_dtype)
+        limit = self.speculative_disable_by_batch_size
+        if limit is not None and (limit < 1 or self.speculative_method is None):
+            raise ValueError(f"speculative_disable_by_batch_size must be >= 1 and needs "
+                             f"speculative_method, got {limit} (method "
+                             f"{self.speculative_method!r})")
 
 
 @dataclass

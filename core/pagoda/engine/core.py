@@ -106,6 +106,7 @@ class EngineCore:
             self.proposer = DraftModelSlots(spec.num_speculative_tokens)
         self.scheduler = Scheduler(scheduler_config, self.kv_cache, max_model_len,
                                    stages=stages, proposer=self.proposer,
+                                   speculate_up_to=spec.speculative_disable_by_batch_size,
                                    max_loras=config.lora.max_loras
                                    if config.lora.enable_lora else None)
         overlap = config.scheduler.async_scheduling

@@ -53,13 +53,14 @@ class Scheduler:
     def __init__(self, config: SchedulerConfig, kv_cache: KVCacheManager, max_model_len: int,
                  *, stages: int = 1,
                  proposer: NgramProposer | DraftModelSlots | None = None,
-                 max_loras: int | None = None):
+                 speculate_up_to: int | None = None, max_loras: int | None = None):
         """`stages`: pipeline stages, each working on a step of its own. With one, a
         request whose token is in flight may be scheduled at that token's position (see
         above); with several, it waits for the token, and each step takes at most its
         share (1 / stages) of the requests, so that consecutive steps hold different
         requests and every stage has work. `proposer`: the drafts of speculative
-        requests (a draft model's: placeholders the worker fills). `max_loras`: the most
+        requests (a draft model's: placeholders the worker fills), in steps that start
+        with at most `speculate_up_to` running requests (None: every step). `max_loras`: the most
         distinct LoRA adapters in one step (None: LoRA is off); requests for others wait (a
         running one skips the step; a waiting one, and those behind it, are not admitted)."""
         self.config = config
@@ -72,6 +73,7 @@ class Scheduler:
         self.waiting: list[Request] = []
         self.running: list[Request] = []
         self.proposer = proposer
+        self.speculate_up_to = speculate_up_to
         self.num_preemptions = 0
         self.num_draft_tokens = 0
         """Drafts proposed since start-up (all requests)."""
@@ -147,6 +149,12 @@ class Scheduler:
         remaining = request.num_tokens + request.num_inflight_tokens - request.num_computed_tokens
         return min(remaining, budget, self.max_model_len - request.num_computed_tokens)
 
+    def _speculating(self) -> bool:
+        """Whether this step proposes drafts (speculative decoding is on and the step does
+        not start with more running requests than `speculate_up_to`)."""
+        return self.proposer is not None and (self.speculate_up_to is None
+                                              or len(self.running) <= self.speculate_up_to)
+
     def _drafts(self, request: Request, budget: int) -> list[int]:
         """The drafts to verify in a speculative request's decode step (its one new token
         is its last): as many as fit the budget, its max_tokens (the step outputs one
@@ -176,6 +184,7 @@ class Scheduler:
         planned: dict[str, int] = {}
         preempted = False
         loras: set[int] = set()
+        speculating = self._speculating()
 
         for request in list(self.running):
             if budget <= 0 or len(planned) >= max_seqs:
@@ -187,7 +196,7 @@ class Scheduler:
             num_new = self._tokens_wanted(request, budget)
             if num_new <= 0:
                 continue
-            drafts = self._drafts(request, budget)
+            drafts = self._drafts(request, budget) if speculating else []
             if drafts and self.kv_cache.allocate_slots(request, num_new + len(drafts)):
                 request.draft_token_ids = drafts
                 planned[request.request_id] = num_new + len(drafts)
