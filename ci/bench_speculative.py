@@ -14,7 +14,8 @@ each request's first and last token times), drafts accepted of proposed.
 
     python ci/bench_speculative.py [--device cpu] [--requests 8] [--max-tokens 128]
         [--method ngram|draft] [--draft-model DIR] [--load-format auto|dummy]
-        [--dtype auto] [--random-prompts LEN] [--output-json PATH] [MODEL]
+        [--dtype auto] [--random-prompts LEN] [--disable-by-batch-size N]
+        [--output-json PATH] [MODEL]
 
 A CPU smoke test of the draft path, on tiny random models:
     python ci/bench_speculative.py --smoke
@@ -120,6 +121,9 @@ def main() -> None:
     parser.add_argument("--load-format", default="auto")
     parser.add_argument("--dtype", default="auto")
     parser.add_argument("--random-prompts", type=int, default=None, metavar="LEN")
+    parser.add_argument("--disable-by-batch-size", type=int, default=None, metavar="N",
+                        help="speculative_disable_by_batch_size: steps that start with more "
+                             "running requests propose no drafts")
     parser.add_argument("--output-json", default=None)
     parser.add_argument("--profile", action="store_true",
                         help="run each workload once more under cProfile and print where "
@@ -168,7 +172,8 @@ def _forwarded(args: argparse.Namespace) -> list[str]:
     """The options of one run, as given to this script."""
     argv = [args.model] if args.model else []
     for name in ("device", "requests", "max_tokens", "num_speculative_tokens", "method",
-                 "draft_model", "load_format", "dtype", "random_prompts"):
+                 "draft_model", "load_format", "dtype", "random_prompts",
+                 "disable_by_batch_size"):
         if getattr(args, name) is not None:
             argv += [f"--{name.replace('_', '-')}", str(getattr(args, name))]
     return argv + ["--profile"] * args.profile
@@ -183,7 +188,8 @@ def _only(args: argparse.Namespace) -> None:
     params = SamplingParams(temperature=0.0, max_tokens=args.max_tokens,
                             ignore_eos=not chat)
     speculative = {"speculative_method": args.method,
-                   "num_speculative_tokens": args.num_speculative_tokens}
+                   "num_speculative_tokens": args.num_speculative_tokens,
+                   "speculative_disable_by_batch_size": args.disable_by_batch_size}
     if args.method == "draft":
         speculative["speculative_model"] = args.draft_model
     llm = LLM(args.model, device=args.device, load_format=args.load_format, dtype=args.dtype,

@@ -379,7 +379,7 @@ def bench_d(out: Path, qwen: Path, s: dict) -> dict:
     return offline_row("D Qwen3-0.6B 256x(100..1024), T=0.6", r, s, ">= 15000 out tok/s")
 
 
-def wait_ready(url: str, proc: subprocess.Popen, timeout: float) -> float:
+def wait_ready(url: str, proc: subprocess.Popen, timeout: float) -> None:
     start = time.monotonic()
     while time.monotonic() - start < timeout:
         if proc.poll() is not None:
@@ -387,7 +387,7 @@ def wait_ready(url: str, proc: subprocess.Popen, timeout: float) -> float:
         try:
             with urllib.request.urlopen(url + "/health", timeout=2) as response:
                 if response.status == 200:
-                    return time.monotonic() - start
+                    return
         except OSError:
             pass
         time.sleep(0.2)
