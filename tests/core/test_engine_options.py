@@ -70,6 +70,7 @@ NON_DEFAULTS: dict[str, tuple[object, list[str]]] = {
     "speculative_model": ("draft-dir", ["--speculative-model", "draft-dir"]),
     "speculative_dtype": ("float16", ["--speculative-dtype", "fp16"]),
     "speculative_quantization": ("fp8", ["--speculative-quantization", "fp8"]),
+    "speculative_disable_by_batch_size": (4, ["--speculative-disable-by-batch-size", "4"]),
     "enable_lora": (True, ["--enable-lora"]),
     "max_loras": (4, ["--max-loras", "4"]),
     "max_lora_rank": (64, ["--max-lora-rank", "64"]),

@@ -38,6 +38,7 @@ def test_every_engine_option_is_an_llm_keyword(model_dir: Path, tmp_path: Path) 
         "normalize_embeddings": None, "speculative_method": "ngram",
         "num_speculative_tokens": 2, "prompt_lookup_min": 1, "prompt_lookup_max": 3,
         "speculative_model": None, "speculative_dtype": None, "speculative_quantization": None,
+        "speculative_disable_by_batch_size": 4,
         "enable_lora": True, "max_loras": 2, "max_lora_rank": 8, "max_cpu_loras": 3,
         "device": "cpu", "attention_backend": "cpu_sdpa", "distributed_executor_backend": "uniproc",
         "enforce_eager": True, "graph_batch_sizes": [1, 2],

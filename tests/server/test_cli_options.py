@@ -4,6 +4,8 @@ help, parsed back into the dataclass (serve, run-batch, bench, chat, complete, b
 from __future__ import annotations
 
 import dataclasses
+import subprocess
+import sys
 
 import pytest
 
@@ -82,6 +84,26 @@ def test_help_is_each_field_docstring(command: str, monkeypatch, capsys) -> None
     for config in CASES[command][1]:
         for name, f in flat_fields(type(config)).items():
             assert f.help and " ".join(f.help.split()) in shown, name
+
+
+@pytest.mark.parametrize("command", CASES)
+def test_one_commands_parser_parses_as_the_whole(command: str) -> None:
+    """main builds only the named command's arguments: the same parse."""
+    argv = CASES[command][0]
+    assert vars(build_parser(argv[0]).parse_args(argv)) == vars(build_parser().parse_args(argv))
+
+
+def test_a_command_loads_no_other_commands_modules() -> None:
+    """`pagoda plugins` (as `pagoda serve` would) builds its own arguments only: the client
+    commands' modules (httpx, aiohttp) stay unimported."""
+    code = ("import sys\n"
+            "from pagoda.cli.main import main\n"
+            "assert main(['plugins']) == 0\n"
+            "loaded = [m for m in ('pagoda_server.cli.client', 'pagoda_server.cli.bench_serve',"
+            " 'aiohttp') if m in sys.modules]\n"
+            "assert not loaded, loaded\n")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr[-2000:]
 
 
 def test_api_keys_from_flags_and_environment(monkeypatch) -> None:

@@ -15,7 +15,11 @@ from pagoda.version import __version__
 logger = logging.getLogger("pagoda.cli")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The CLI's parser; with `command` (a subcommand's name or alias) only that subcommand
+    gets its arguments (loading each command's module and options takes time a run of
+    one command does not need: `pagoda serve` starts its engine core sooner), the others
+    their name and help."""
     regs = get_registries()
     parser = argparse.ArgumentParser(
         prog="pagoda", description="Pagoda: LLM inference and serving on any accelerator."
@@ -26,6 +30,10 @@ def build_parser() -> argparse.ArgumentParser:
         spec = entry.spec
         if spec.name in sub.choices or " " in spec.name:
             continue  # taken by a higher priority, or a sub-subcommand ("bench serve")
+        if command is not None and command not in (spec.name, *spec.aliases):
+            sub.add_parser(spec.name, help=spec.help, description=spec.help,
+                           aliases=list(spec.aliases))
+            continue
         try:
             add_arguments = load_target(spec.add_arguments)
         except Exception:
@@ -51,8 +59,8 @@ def _missing_command(argv: list[str], regs: PluginRegistries) -> str | None:
 def main(argv: list[str] | None = None) -> int:
     logs.configure(logging.INFO)
     regs = get_registries()
-    parser = build_parser()
     argv = sys.argv[1:] if argv is None else argv
+    parser = build_parser(argv[0] if argv and not argv[0].startswith("-") else None)
     missing = _missing_command(argv, regs)
     if missing:  # rather than argparse's "invalid choice"
         parser.exit(2, f"pagoda: error: {missing_command_message(missing, regs)}\n")
