@@ -10,8 +10,8 @@ serve run whose every output line is stamped with the seconds since launch.
 2. `pagoda serve MODEL ... --log-level debug` until /health answers, twice: with an empty
    Triton cache (a fresh machine's first start compiles every kernel), then with the cache
    that run filled; each log line with the seconds since launch. With `--py-spy FILE`, the
-   warm run under `py-spy record --subprocesses --idle --format speedscope` (every process, waits
-   included), and what each process did in each second of it.
+   warm run under `py-spy record --subprocesses --idle --format speedscope` (every process,
+   waits included), and what each process did in each half second of it.
 
 Prints a JSON line `{"cold_s": ..., "warm_s": ..., "imports_s": {...}}` last.
 """
