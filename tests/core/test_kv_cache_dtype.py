@@ -12,7 +12,7 @@ from pagoda.attention.selector import AttentionBackendError, select_attention_ba
 from pagoda.cli.dataclass_args import dataclass_from_args
 from pagoda.cli.main import build_parser
 from pagoda.config import EngineConfig
-from pagoda.config.engine_config import kv_cache_dtype_name, parse_kv_cache_dtype
+from pagoda.config.values import kv_cache_dtype_name, parse_kv_cache_dtype
 from pagoda.platforms import resolve_platform
 from pagoda.plugins import get_registries, load_target
 

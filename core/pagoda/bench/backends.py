@@ -95,7 +95,7 @@ class HFBackend:
         if bench.structured_output != "none":
             raise SystemExit("--structured-output: the hf backend cannot constrain its output")
 
-        from pagoda.config.engine_config import parse_dtype
+        from pagoda.config.values import parse_dtype
         from pagoda.model_source import resolve_model
         from pagoda.platforms import resolve_platform
 

@@ -12,7 +12,7 @@ from pagoda.attention import AttentionBackend
 from pagoda.attention.backend import AttentionConfig, kv_cache_dtype_label
 from pagoda.attention.selector import select_attention_backend
 from pagoda.config import EngineConfig
-from pagoda.config.engine_config import parse_dtype, parse_kv_cache_dtype
+from pagoda.config.values import parse_dtype, parse_kv_cache_dtype
 from pagoda.distributed import (
     AttentionHeads,
     destroy_distributed,
