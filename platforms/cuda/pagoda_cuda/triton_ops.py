@@ -1,10 +1,11 @@
 """The shared Triton kernels as NVIDIA GPUs launch them: with Triton's defaults, or, when
-PAGODA_CUDA_DEPENDENT_LAUNCH=1 (`pagoda_cuda.native.DEPENDENT_LAUNCH_ENV`) on compute
-capability 9.0 and up (Hopper on), each launched while the one ahead of it still runs
-(programmatic dependent launch, `TritonLaunch.dependent_launch`). That is off by default: on the H200 one 8B request's
-128 tokens took 607 against 581 ms in bf16 and 484 against 423 ms with FP8 weights with it
-(`pagoda bench latency`, session 12 in docs/benchmarks.md; not profiled: the likely cost
-is a kernel launched early holding multiprocessor slots while it waits).
+PAGODA_CUDA_DEPENDENT_LAUNCH=1 on compute capability 9.0 and up (Hopper on;
+`pagoda_cuda.native.dependent_launch` decides for every kernel), each launched while the
+one ahead of it still runs (programmatic dependent launch, `TritonLaunch.dependent_launch`).
+That is off by default: on the H200 one 8B request's 128 tokens took 607 against 581 ms in
+bf16 and 484 against 423 ms with FP8 weights with it (`pagoda bench latency`, session 12 in
+docs/benchmarks.md; not profiled: the likely cost is a kernel launched early holding
+multiprocessor slots while it waits).
 
 `KERNELS` holds the CUDA kernel providers' implementations: each has its op's reference
 signature and passes `launch=` to `pagoda.kernels.triton`.
@@ -19,15 +20,15 @@ import torch
 from pagoda.kernels.triton.common import dependent_launch_supported
 from pagoda.kernels.triton.launch import TritonLaunch
 from pagoda.kernels.triton.launched import LaunchedKernels
-from pagoda_cuda.native import DEPENDENT_LAUNCH_CAPABILITY, dependent_launch_wanted
+from pagoda_cuda.native import dependent_launch
 
 
 @functools.cache
 def device_launch(device: torch.device) -> TritonLaunch:
-    """Launch parameters for `device` (its capability read once)."""
-    capable = torch.cuda.get_device_capability(device) >= DEPENDENT_LAUNCH_CAPABILITY
-    wanted = dependent_launch_wanted()
-    return TritonLaunch(dependent_launch=capable and wanted and dependent_launch_supported())
+    """Launch parameters for `device` (decided once)."""
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    return TritonLaunch(dependent_launch=dependent_launch(index)
+                        and dependent_launch_supported())
 
 
 def _launch(device: torch.device) -> TritonLaunch:
