@@ -28,6 +28,8 @@ import threading
 import time
 import urllib.request
 
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+"""The checkout, stripped from the profile's file names."""
 IMPORTS = {
     "torch": "import torch",
     "torch + CUDA init": "import torch; torch.zeros(1, device='cuda')",
@@ -134,7 +136,7 @@ def spy_timeline(path: str, seconds: float = 0.5) -> None:
 
     def where(index: int) -> str:
         frame = frames[index]
-        file_name = frame["file"].rsplit("site-packages/", 1)[-1].rsplit("/work/main/", 1)[-1]
+        file_name = frame["file"].rsplit("site-packages/", 1)[-1].removeprefix(ROOT)
         return f"{frame['name']} ({file_name}:{frame['line']})"
 
     def pair(stack: list[int]) -> str:

@@ -150,10 +150,9 @@ class Scheduler:
         return min(remaining, budget, self.max_model_len - request.num_computed_tokens)
 
     def _speculating(self) -> bool:
-        """Whether this step proposes drafts (speculative decoding is on and the step does
-        not start with more running requests than `speculate_up_to`)."""
-        return self.proposer is not None and (self.speculate_up_to is None
-                                              or len(self.running) <= self.speculate_up_to)
+        """Whether this step proposes drafts: it does not start with more running requests
+        than `speculate_up_to` (`_drafts` checks the rest)."""
+        return self.speculate_up_to is None or len(self.running) <= self.speculate_up_to
 
     def _drafts(self, request: Request, budget: int) -> list[int]:
         """The drafts to verify in a speculative request's decode step (its one new token
