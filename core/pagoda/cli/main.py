@@ -16,10 +16,10 @@ logger = logging.getLogger("pagoda.cli")
 
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
-    """The CLI's parser; with `command` (a subcommand's name or alias) only that subcommand
-    gets its arguments (loading each command's module and options takes time a run of
-    one command does not need: `pagoda serve` starts its engine core sooner), the others
-    their name and help."""
+    """The CLI's parser; with `command` (the first word of the command line) only the
+    subcommand it names, if any, gets its arguments (loading each command's module and
+    options takes time a run of one command does not need: `pagoda serve` starts its
+    engine core sooner), the others their name and help; None: every one of them."""
     regs = get_registries()
     parser = argparse.ArgumentParser(
         prog="pagoda", description="Pagoda: LLM inference and serving on any accelerator."
@@ -60,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
     logs.configure(logging.INFO)
     regs = get_registries()
     argv = sys.argv[1:] if argv is None else argv
-    parser = build_parser(argv[0] if argv and not argv[0].startswith("-") else None)
+    parser = build_parser(argv[0] if argv else "")
     missing = _missing_command(argv, regs)
     if missing:  # rather than argparse's "invalid choice"
         parser.exit(2, f"pagoda: error: {missing_command_message(missing, regs)}\n")
