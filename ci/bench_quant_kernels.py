@@ -54,8 +54,7 @@ MMA_MAX_ROWS = 16
 
 def _native() -> Callable[[int], Callable[..., Any]] | None:
     """pagoda-cuda's CUDA C++ kernel (`pagoda_cuda.woq_ops.woq4_mma`, for "int4") at a
-    number of warps a block and chunks in flight a lane, where the library is built and
-    runs here; else None."""
+    number of warps a block, where the library is built and runs here; else None."""
     try:
         from pagoda_cuda import native, woq_ops
     except ImportError:
@@ -64,10 +63,10 @@ def _native() -> Callable[[int], Callable[..., Any]] | None:
         print(f"cuda mma: not timed ({native.unavailable()})")
         return None
 
-    def at(warps: int, depth: int = 1) -> Callable[..., Any]:
+    def at(warps: int) -> Callable[..., Any]:
         def call(x: torch.Tensor, w: Any) -> torch.Tensor:
             out = torch.empty(x.shape[0], w.shape[0], dtype=x.dtype, device=x.device)
-            return woq_ops.woq4_mma(out, x, w, None, warps, depth)
+            return woq_ops.woq4_mma(out, x, w, None, warps)
         return call
     return at
 
@@ -206,8 +205,6 @@ def paths(op: str, m: int, n: int, k: int, units: int) -> dict[str, Callable[...
         if m <= MMA_MAX_ROWS and native_mma is not None:
             for warps in (8, 4):
                 found[f"cuda mma w{warps}"] = native_mma(warps)
-            for depth in (2, 4):
-                found[f"cuda mma w8 d{depth}"] = native_mma(8, depth)
         return found
     found["auto"] = ql.int8_linear if op == "int8" else ql.fp8_linear
     if m <= 16:

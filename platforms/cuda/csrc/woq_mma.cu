@@ -23,8 +23,7 @@
 // load of rows g and g + 8 (words 4t to 4t + 3 of the chunk) and the matching 64 bytes of
 // its column's x; the MMA's k index 2t (+1, +8, +9) stands for whichever inputs lane t
 // loaded, which is all the product needs, since every lane agrees on it. A block's warps
-// split K; their partial sums meet in shared memory. Each lane streams its words 1, 2 or 4
-// chunks ahead of its multiplies (DEPTH).
+// split K; their partial sums meet in shared memory.
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -119,9 +118,7 @@ __device__ __forceinline__ void multiply_chunk(float (&acc)[NT][4], const uint4&
 }
 
 // WHOLE: the group holds whole chunks (128 inputs or more), scaled after their MMAs.
-// DEPTH: chunks of weights each lane has in flight (more hide more of the memory's latency
-// where few blocks share a multiprocessor, at DEPTH * 8 registers a lane).
-template <typename T, int NT, int WARPS, bool WHOLE, int DEPTH>
+template <typename T, int NT, int WARPS, bool WHOLE>
 __global__ void __launch_bounds__(WARPS * 32)
     woq4_mma_kernel(T* __restrict__ out, const T* __restrict__ x,
                     const uint32_t* __restrict__ words, const float* __restrict__ scales,
@@ -151,8 +148,20 @@ __global__ void __launch_bounds__(WARPS * 32)
   }
 
   float acc[NT][4] = {};
-  // One chunk: its words `cur_a` (row g) and `cur_b` (row g + 8) times x.
-  auto multiply = [&](int c, const uint4& cur_a, const uint4& cur_b) {
+  uint4 next_a = {}, next_b = {};
+  if (begin < end) {
+    next_a = __ldcs(wa + 4 * begin);
+    next_b = __ldcs(wb + 4 * begin);
+  }
+  // The first weights are on their way; x, and out's memory, may still be the kernel
+  // ahead's while this one was launched dependently.
+  pagoda_cuda::wait_for_inputs();
+  for (int c = begin; c < end; ++c) {
+    const uint4 cur_a = next_a, cur_b = next_b;
+    if (c + 1 < end) {  // the next chunk's weights stream while this one multiplies
+      next_a = __ldcs(wa + 4 * (c + 1));
+      next_b = __ldcs(wb + 4 * (c + 1));
+    }
     const int grp = (c * kChunk + 32 * t) >> group_shift;
     const T2 z_a = __hadd2(H::pair(za[grp]), magic);
     const T2 z_b = __hadd2(H::pair(zb[grp]), magic);
@@ -179,34 +188,6 @@ __global__ void __launch_bounds__(WARPS * 32)
       multiply_chunk<T, NT, true>(acc, cur_a, cur_b, H::pair(from_float<T>(sa[grp])), z_a,
                                   H::pair(from_float<T>(sb[grp])), z_b, xs);
     }
-  };
-
-  // The weights stream DEPTH chunks ahead of the multiplies: chunk c's words wait in
-  // ring[(c - begin) % DEPTH] (registers: the slot is a compile-time index).
-  uint4 ring_a[DEPTH] = {}, ring_b[DEPTH] = {};
-#pragma unroll
-  for (int d = 0; d < DEPTH; ++d) {
-    if (begin + d < end) {
-      ring_a[d] = __ldcs(wa + 4 * (begin + d));
-      ring_b[d] = __ldcs(wb + 4 * (begin + d));
-    }
-  }
-  // The first weights are on their way; x, and out's memory, may still be the kernel
-  // ahead's while this one was launched dependently.
-  pagoda_cuda::wait_for_inputs();
-  for (int base = begin; base < end; base += DEPTH) {
-#pragma unroll
-    for (int d = 0; d < DEPTH; ++d) {
-      const int c = base + d;
-      if (c < end) {
-        const uint4 cur_a = ring_a[d], cur_b = ring_b[d];
-        if (c + DEPTH < end) {
-          ring_a[d] = __ldcs(wa + 4 * (c + DEPTH));
-          ring_b[d] = __ldcs(wb + 4 * (c + DEPTH));
-        }
-        multiply(c, cur_a, cur_b);
-      }
-    }
   }
 
   // Lane (g, t) holds rows g and g + 8, columns 2t and 2t + 1 of each tile.
@@ -230,40 +211,30 @@ __global__ void __launch_bounds__(WARPS * 32)
 }
 
 template <typename T>
-using Kernel = decltype(&woq4_mma_kernel<T, 1, 8, true, 1>);
-
-template <typename T, int NT, int WARPS, bool WHOLE>
-Kernel<T> pick(int depth) {
-  switch (depth) {
-    case 1: return woq4_mma_kernel<T, NT, WARPS, WHOLE, 1>;
-    case 2: return woq4_mma_kernel<T, NT, WARPS, WHOLE, 2>;
-    default: return woq4_mma_kernel<T, NT, WARPS, WHOLE, 4>;
-  }
-}
+using Kernel = decltype(&woq4_mma_kernel<T, 1, 8, true>);
 
 template <typename T, bool WHOLE>
-Kernel<T> pick(int m, int warps, int depth) {
+Kernel<T> pick(int m, int warps) {
   if (m <= 8) {
-    return warps == 4 ? pick<T, 1, 4, WHOLE>(depth) : pick<T, 1, 8, WHOLE>(depth);
+    return warps == 4 ? woq4_mma_kernel<T, 1, 4, WHOLE> : woq4_mma_kernel<T, 1, 8, WHOLE>;
   }
-  return warps == 4 ? pick<T, 2, 4, WHOLE>(depth) : pick<T, 2, 8, WHOLE>(depth);
+  return warps == 4 ? woq4_mma_kernel<T, 2, 4, WHOLE> : woq4_mma_kernel<T, 2, 8, WHOLE>;
 }
 
-// The kernel for m rows (one 8-column MMA tile up to 8, two above), `warps` warps, groups
-// of 1 << group_shift inputs and `depth` chunks in flight.
+// The kernel for m rows (one 8-column MMA tile up to 8, two above), `warps` warps and
+// groups of 1 << group_shift inputs.
 template <typename T>
-Kernel<T> pick(int m, int warps, int group_shift, int depth) {
-  return group_shift >= 7 ? pick<T, true>(m, warps, depth) : pick<T, false>(m, warps, depth);
+Kernel<T> pick(int m, int warps, int group_shift) {
+  return group_shift >= 7 ? pick<T, true>(m, warps) : pick<T, false>(m, warps);
 }
 
 template <typename T>
 cudaError_t launch(void* out, const void* x, const void* words, const void* scales,
                    const void* zeros, const void* bias, int m, int n, int k,
                    int64_t stride_xm, int64_t stride_om, int64_t stride_wn, int64_t stride_sn,
-                   int group_shift, int warps, int depth, bool dependent,
-                   cudaStream_t stream) {
+                   int group_shift, int warps, bool dependent, cudaStream_t stream) {
   return pagoda_cuda::launch_kernel(
-      pick<T>(m, warps, group_shift, depth), n / kRows, warps * 32, stream, dependent,
+      pick<T>(m, warps, group_shift), n / kRows, warps * 32, stream, dependent,
       static_cast<T*>(out), static_cast<const T*>(x), static_cast<const uint32_t*>(words),
       static_cast<const float*>(scales), static_cast<const T*>(zeros),
       static_cast<const T*>(bias), m, k, stride_xm, stride_om, stride_wn, stride_sn,
@@ -278,19 +249,16 @@ extern "C" {
 // dtype 0 bfloat16, 1 float16 (x, zeros, bias and out); words [n, stride_wn]; float32
 // scales and zero points (integers 0 to 15) [n, stride_sn]; group = 1 << group_shift
 // inputs, 32 to 256;
-// 1 <= m <= 16, n a multiple of 16, k of 128; warps 4 or 8 split K; each lane keeps depth
-// (1, 2 or 4) chunks of weights in flight. x and the words
+// 1 <= m <= 16, n a multiple of 16, k of 128; warps 4 or 8 split K. x and the words
 // 16-byte aligned (rows included). Launched on `stream` of CUDA device `device`, while the
 // kernel ahead still runs where `dependent` (sm_90 on: the weights' first loads overlap its
 // end). Returns 0, a CUDA error or a pagoda_cuda::Error.
 int pagoda_woq4_mma(int dtype, void* out, const void* x, const void* words, const void* scales,
                     const void* zeros, const void* bias, int m, int n, int k,
                     int64_t stride_xm, int64_t stride_om, int64_t stride_wn, int64_t stride_sn,
-                    int group_shift, int warps, int depth, int dependent, int device,
-                    void* stream) {
+                    int group_shift, int warps, int dependent, int device, void* stream) {
   if (m < 1 || m > 16 || n % kRows != 0 || k <= 0 || k % kChunk != 0 || group_shift < 5 ||
-      group_shift > 8 || (warps != 4 && warps != 8) ||
-      (depth != 1 && depth != 2 && depth != 4)) {
+      group_shift > 8 || (warps != 4 && warps != 8)) {
     return pagoda_cuda::kBadShape;
   }
   if (const cudaError_t e = cudaSetDevice(device); e != cudaSuccess) return e;
@@ -299,10 +267,10 @@ int pagoda_woq4_mma(int dtype, void* out, const void* x, const void* words, cons
     case pagoda_cuda::kBfloat16:
       return launch<__nv_bfloat16>(out, x, words, scales, zeros, bias, m, n, k, stride_xm,
                                    stride_om, stride_wn, stride_sn, group_shift, warps,
-                                   depth, dependent, s);
+                                   dependent, s);
     case pagoda_cuda::kFloat16:
       return launch<__half>(out, x, words, scales, zeros, bias, m, n, k, stride_xm, stride_om,
-                            stride_wn, stride_sn, group_shift, warps, depth, dependent, s);
+                            stride_wn, stride_sn, group_shift, warps, dependent, s);
     default:
       return pagoda_cuda::kBadType;
   }

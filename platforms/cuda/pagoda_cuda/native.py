@@ -23,7 +23,7 @@ MIN_CAPABILITY = (8, 0)
 _P, _I, _L = ctypes.c_void_p, ctypes.c_int, ctypes.c_int64
 _SIGNATURES = {
     "pagoda_woq4_mma": [_I, _P, _P, _P, _P, _P, _P, _I, _I, _I, _L, _L, _L, _L, _I, _I, _I, _I,
-                        _I, _P],
+                        _P],
 }
 """Each launcher's arguments; the last three (whether to launch dependently, the device's
 index and its stream) `call` adds."""

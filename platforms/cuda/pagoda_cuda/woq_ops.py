@@ -31,9 +31,6 @@ MAX_ROWS = 16
 """Most rows of x the kernel takes (two 8-column MMA tiles)."""
 WARPS = 8
 """Warps a block (they split K)."""
-DEPTH = 1
-"""Chunks of 128 inputs of weights each lane has in flight (1, 2 or 4; deeper takes more
-registers; `ci/bench_quant_kernels.py` times each)."""
 GROUPS = (32, 64, 128, 256)
 ROW_TILE, K_TILE = 16, 128
 ZERO_TOLERANCE = 1e-3
@@ -94,15 +91,14 @@ def _aligned(t: torch.Tensor, row_stride: int) -> bool:
 
 
 def woq4_mma(out2: torch.Tensor, x2: torch.Tensor, weight: NativeGroupWeight,
-             bias: torch.Tensor | None, warps: int = WARPS, depth: int = DEPTH
-             ) -> torch.Tensor:
+             bias: torch.Tensor | None, warps: int = WARPS) -> torch.Tensor:
     """out2 [M, N] = x2 [M, K] W^T (+ bias) on the kernel (`fits` must hold)."""
     m, k = x2.shape
     native.call("pagoda_woq4_mma", x2.device, native.DTYPE_CODES[x2.dtype], out2.data_ptr(),
                 x2.data_ptr(), weight.words.data_ptr(), weight.scales.data_ptr(),
                 weight.zeros.data_ptr(), native.pointer(bias), m, out2.shape[1], k,
                 x2.stride(0), out2.stride(0), weight.words.stride(0), weight.scales.stride(0),
-                weight.group_size.bit_length() - 1, warps, depth)
+                weight.group_size.bit_length() - 1, warps)
     return out2
 
 

@@ -5,7 +5,6 @@ reference, through the provider's choice of kernel and through a CUDA graph."""
 from __future__ import annotations
 
 import importlib.util
-import itertools
 import shutil
 import subprocess
 from pathlib import Path
@@ -52,13 +51,13 @@ def test_the_installed_library_loads_and_reports_why_it_cannot_run() -> None:
 def test_launchers_refuse_what_their_kernels_do_not_take() -> None:
     """Checked before any CUDA call, so this runs without a GPU; the codes' messages."""
     lib = native._library()
-    woq = dict(m=1, n=32, k=256, group_shift=7, warps=8, depth=1)
+    woq = dict(m=1, n=32, k=256, group_shift=7, warps=8)
     for bad in ({"m": 0}, {"m": 17}, {"n": 40}, {"k": 192}, {"k": 0}, {"group_shift": 4},
-                {"group_shift": 9}, {"warps": 6}, {"depth": 3}, {"depth": 0}):
+                {"group_shift": 9}, {"warps": 6}):
         a = woq | bad
         code = lib.pagoda_woq4_mma(0, None, None, None, None, None, None, a["m"], a["n"],
-                                   a["k"], 0, 0, 0, 0, a["group_shift"], a["warps"],
-                                   a["depth"], 0, 0, None)
+                                   a["k"], 0, 0, 0, 0, a["group_shift"], a["warps"], 0, 0,
+                                   None)
         assert code == 1001, bad
     assert lib.pagoda_cuda_error_string(1001) == b"unsupported shape or launch"
     assert lib.pagoda_cuda_error_string(1002) == b"unsupported dtype"
@@ -138,11 +137,11 @@ def _check(m: int, n: int, k: int, group: int, dtype: torch.dtype, has_bias: boo
     bc = bias.cuda() if bias is not None else None
     assert fits(xc, prepared, bc)
     want = reference(x.float(), canonical, bias.float() if bias is not None else None)
-    for warps, depth in itertools.product((4, 8), (1, 2, 4)):
+    for warps in (4, 8):
         out = torch.full((m, n), float("nan"), dtype=dtype, device="cuda")
-        woq4_mma(out, xc, prepared, bc, warps, depth)
-        problem = mismatch(f"m={m} n={n} k={k} g{group} warps={warps} depth={depth}",
-                           out.cpu().float(), want, op_tolerance("woq_linear", dtype))
+        woq4_mma(out, xc, prepared, bc, warps)
+        problem = mismatch(f"m={m} n={n} k={k} g{group} warps={warps}", out.cpu().float(),
+                           want, op_tolerance("woq_linear", dtype))
         assert problem is None, problem
 
 
