@@ -1,4 +1,4 @@
-// The launchers' error messages.
+// What the library says of itself: its launchers' signature version and error messages.
 #include <cuda_runtime.h>
 
 #include "common.cuh"
@@ -13,3 +13,5 @@ extern "C" const char* pagoda_cuda_error_string(int code) {
       return cudaGetErrorString(static_cast<cudaError_t>(code));
   }
 }
+
+extern "C" int pagoda_cuda_abi_version() { return pagoda_cuda::kAbiVersion; }

@@ -27,6 +27,9 @@ _SIGNATURES = {
 }
 """Each launcher's arguments; the last three (whether to launch dependently, the device's
 index and its stream) `call` adds."""
+ABI_VERSION = 1
+"""The launchers' signature version these `_SIGNATURES` describe (csrc/common.cuh's
+kAbiVersion): a library reporting another was built from other sources and is not called."""
 DTYPE_CODES = {torch.bfloat16: 0, torch.float16: 1}
 """The library's codes for the 16-bit types its kernels take."""
 DEPENDENT_LAUNCH_CAPABILITY = (9, 0)
@@ -80,6 +83,12 @@ def _library() -> ctypes.CDLL | str:
         lib = ctypes.CDLL(str(path))
     except OSError as e:
         return f"cannot load {path.name}: {e}"
+    version = getattr(lib, "pagoda_cuda_abi_version", None)
+    built = version() if version is not None else 0  # before the version: 0
+    if built != ABI_VERSION:
+        return (f"{path.name} was built from other sources (launcher signatures version "
+                f"{built}, this pagoda-cuda's is {ABI_VERSION}): rebuild it by reinstalling "
+                "pagoda-cuda")
     for name, args in _SIGNATURES.items():
         fn = getattr(lib, name)
         fn.argtypes, fn.restype = args, ctypes.c_int

@@ -48,6 +48,21 @@ def test_the_installed_library_loads_and_reports_why_it_cannot_run() -> None:
 
 
 @pytest.mark.skipif(native.library_path() is None, reason="pagoda-cuda was built without nvcc")
+def test_a_library_built_from_other_sources_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A stale library (launchers of another signature version) is never called with
+    arguments laid out for this one: `_library` says why and that it needs a rebuild."""
+    assert native._library().pagoda_cuda_abi_version() == native.ABI_VERSION
+    monkeypatch.setattr(native, "ABI_VERSION", native.ABI_VERSION + 1)
+    native._library.cache_clear()
+    try:
+        reason = native._library()
+        assert isinstance(reason, str)
+        assert "rebuild" in reason and f"this pagoda-cuda's is {native.ABI_VERSION}" in reason
+    finally:
+        native._library.cache_clear()
+
+
+@pytest.mark.skipif(native.library_path() is None, reason="pagoda-cuda was built without nvcc")
 def test_launchers_refuse_what_their_kernels_do_not_take() -> None:
     """Checked before any CUDA call, so this runs without a GPU; the codes' messages."""
     lib = native._library()
