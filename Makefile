@@ -27,12 +27,12 @@ $(STAMP): Makefile ci/requirements-test.txt $(addsuffix /pyproject.toml,$(PACKAG
 	touch $(STAMP)
 
 test: $(STAMP)
-	$(BIN)/ruff check core server platforms plugins tests
+	$(BIN)/ruff check core server platforms plugins tests ci
 	$(BIN)/python -m pytest tests
 	bash ci/tpu.sh
 
 lint: $(STAMP)
-	$(BIN)/ruff check core server platforms plugins tests
+	$(BIN)/ruff check core server platforms plugins tests ci
 
 serve: $(STAMP)
 	$(BIN)/pagoda serve --port 8000

@@ -114,9 +114,10 @@ def woq_paths(reps: int) -> None:
         packed = (w.codes, w.scales, w.offsets, w.bits)
         for m in (8, 16, 64, 512, 2048):
             x = torch.randn(m, k)
-            times = [median_us(fn, max(3, reps * 8 // m)) for fn in (
-                lambda: kern.woq_gemv(x, *packed), lambda: kern.woq_gemm(x, *packed),
-                lambda: ops.linear(x, kern.woq_dequantize(*packed)))]
+            paths = (lambda x=x, p=packed: kern.woq_gemv(x, *p),
+                     lambda x=x, p=packed: kern.woq_gemm(x, *p),
+                     lambda x=x, p=packed: ops.linear(x, kern.woq_dequantize(*p)))
+            times = [median_us(fn, max(3, reps * 8 // m)) for fn in paths]
             print(f"| {label} {k}->{n} M={m} | " + " | ".join(f"{t:.0f}" for t in times) + " |")
 
 
