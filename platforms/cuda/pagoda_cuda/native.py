@@ -51,15 +51,12 @@ def dependent_launch_wanted() -> bool:
 
 
 @functools.cache
-def _dependent_launch_capable(index: int) -> bool:
-    return torch.cuda.get_device_capability(index) >= DEPENDENT_LAUNCH_CAPABILITY
-
-
 def dependent_launch(index: int) -> bool:
-    """Whether kernels launch dependently on CUDA device `index` (its capability read
-    once, the variable at each call): this library's at each launch, the Triton kernels'
-    through `pagoda_cuda.triton_ops.device_launch`."""
-    return _dependent_launch_capable(index) and dependent_launch_wanted()
+    """Whether kernels launch dependently on CUDA device `index`, decided once a process
+    from its capability and the variable: this library's at each launch, the Triton
+    kernels' through `pagoda_cuda.triton_ops.device_launch`."""
+    capable = torch.cuda.get_device_capability(index) >= DEPENDENT_LAUNCH_CAPABILITY
+    return capable and dependent_launch_wanted()
 
 
 class NativeKernelError(RuntimeError):

@@ -350,7 +350,7 @@ def test_hopper_launches_a_steps_kernels_dependently(monkeypatch: pytest.MonkeyP
     launch kernels before the one ahead of them ends (each waits for it first): a captured
     chain of such launches, replayed, computes exactly what the same launches compute
     eagerly."""
-    from pagoda_cuda import triton_ops
+    from pagoda_cuda import native, triton_ops
     from pagoda_cuda.triton_ops import KERNELS, device_launch
 
     device = torch.device("cuda", 0)
@@ -359,6 +359,7 @@ def test_hopper_launches_a_steps_kernels_dependently(monkeypatch: pytest.MonkeyP
     assert device_launch(device).dependent_launch == (capable and wanted)
     monkeypatch.setenv("PAGODA_CUDA_DEPENDENT_LAUNCH", "1")
     monkeypatch.setattr(triton_ops, "device_launch", device_launch.__wrapped__)
+    monkeypatch.setattr(triton_ops, "dependent_launch", native.dependent_launch.__wrapped__)
     assert triton_ops.device_launch(device).dependent_launch == capable
     gen = torch.Generator(device).manual_seed(5)
     x = torch.randn(1, 1024, device=device, dtype=torch.bfloat16, generator=gen)
