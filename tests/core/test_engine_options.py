@@ -213,6 +213,17 @@ def test_python_spellings_are_normalized() -> None:
     assert config.model.served_model_name == ["one"]
 
 
+def test_sizes_as_text_are_parsed_for_keywords_as_for_flags() -> None:
+    """A field with a text parser (a size such as 2GiB) takes the same text as a keyword
+    as on the command line; text it cannot parse is refused naming the field."""
+    args = build_parser().parse_args(["serve", "--kv-cache-memory", "2GiB"])
+    flag = dataclass_from_args(EngineConfig, args).cache.kv_cache_memory
+    assert EngineConfig.from_kwargs(kv_cache_memory="2GiB").cache.kv_cache_memory == flag
+    assert flag == 2 * 2**30
+    with pytest.raises(ValueError, match="kv_cache_memory: expected a number of bytes"):
+        EngineConfig.from_kwargs(kv_cache_memory="lots")
+
+
 def test_list_flags_are_comma_separated_and_repeatable() -> None:
     parser = build_parser()
     with pytest.raises(SystemExit):

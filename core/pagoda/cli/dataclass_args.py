@@ -15,7 +15,14 @@ import typing
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
-from pagoda.config.fields import ConfigField, flat_fields, from_flat, literal_choices, without_none
+from pagoda.config.fields import (
+    ConfigField,
+    flat_fields,
+    from_flat,
+    literal_choices,
+    text_parser,
+    without_none,
+)
 
 T = TypeVar("T")
 
@@ -79,8 +86,9 @@ def _options(f: ConfigField) -> dict[str, Any]:
 
 def _parser(hint: Any, f: ConfigField) -> Callable[[str], Any]:
     """The function that turns one command-line value into the field's type."""
-    if typing.get_origin(hint) is typing.Annotated:
-        return next(m for m in hint.__metadata__ if callable(m))
+    parse = text_parser(hint)
+    if parse is not None:
+        return parse
     if hint in (int, float, str):
         return hint  # type: ignore[no-any-return]
     raise TypeError(f"{f.owner.__name__}.{f.name}: no command-line form for {hint!r}")

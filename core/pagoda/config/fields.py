@@ -13,6 +13,7 @@ import operator
 import textwrap
 import types
 import typing
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
@@ -108,7 +109,7 @@ def from_flat(cls: type[T], values: dict[str, Any]) -> T:
             if dataclasses.is_dataclass(hint):
                 kwargs[f.name] = build(hint)  # type: ignore[arg-type]
             elif f.name in values:
-                kwargs[f.name] = values[f.name]
+                kwargs[f.name] = _from_text(f.name, hint, values[f.name])
         return klass(**kwargs)
 
     return build(cls)
@@ -126,6 +127,26 @@ def without_none(hint: Any) -> tuple[Any, bool]:
         rest = tuple(a for a in args if a is not type(None))
         return functools.reduce(operator.or_, rest), True
     return hint, False
+
+
+def text_parser(hint: Any) -> Callable[[str], Any] | None:
+    """The parser an `Annotated[T, parse]` annotation (or one with `| None`) declares for a
+    value given as text, on the command line or as an `LLM` keyword; None for others."""
+    inner, _ = without_none(hint)
+    if typing.get_origin(inner) is typing.Annotated:
+        return next((m for m in inner.__metadata__ if callable(m)), None)
+    return None
+
+
+def _from_text(name: str, hint: Any, value: Any) -> Any:
+    """`value` of field `name`, parsed where it is text and the field declares a parser."""
+    parse = text_parser(hint)
+    if parse is None or not isinstance(value, str):
+        return value
+    try:
+        return parse(value)
+    except ValueError as exc:
+        raise ValueError(f"{name}: {exc}") from None
 
 
 def literal_choices(hint: Any) -> tuple[Any, ...] | None:

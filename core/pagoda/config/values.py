@@ -67,10 +67,12 @@ def parse_bytes(text: str) -> int:
     units = {"k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12,
              "ki": 2**10, "mi": 2**20, "gi": 2**30, "ti": 2**40}
     s = text.strip().lower().removesuffix("b")
-    for suffix in sorted(units, key=len, reverse=True):
-        if s.endswith(suffix):
-            return int(float(s[: -len(suffix)]) * units[suffix])
-    return int(float(s))
+    suffix = next((u for u in sorted(units, key=len, reverse=True) if s.endswith(u)), "")
+    try:
+        return int(float(s.removesuffix(suffix)) * units.get(suffix, 1))
+    except ValueError:
+        raise ValueError(f"expected a number of bytes such as 2GiB, 512MB or 1e9, "
+                         f"got {text!r}") from None
 
 
 ByteSize = Annotated[int, parse_bytes]
