@@ -9,8 +9,10 @@ tokens against "cpu_native" (the int4 kernel for bfloat16, else a dense weight) 
 elementwise ops of a decode step at 1 and 16 tokens against "cpu_native" (or core's
 reference where the CPU had no provider), and cpu_sdpa's decode attention (1 and 16
 sequences of 256 tokens) against its PyTorch path; then the three float32 paths of
-woq_linear (GEMV, GEMM, dequantize + linear) at 8 to 2048 rows. Other processes on the
-machine move these numbers: compare within a row.
+woq_linear (GEMV, GEMM, dequantize + linear) at 8 to 2048 rows, and the GEMV kernel on
+activations as they are against activations rounded to int8 blocks (quantization
+gguf_a8: integer sums) at 1 to 8 rows. Other processes on the machine move these numbers:
+compare within a row.
 """
 
 from __future__ import annotations
@@ -121,6 +123,24 @@ def woq_paths(reps: int) -> None:
             print(f"| {label} {k}->{n} M={m} | " + " | ".join(f"{t:.0f}" for t in times) + " |")
 
 
+def int8_activation_gemv(reps: int) -> None:
+    """The GEMV kernel on float32 activations against the same rows rounded to int8 blocks
+    of 32 (`act_block`, gguf_a8's), whose blocks' products it sums in integers."""
+    kern = csrc.native()
+    assert kern is not None
+    print("\n| GEMV | float32 x | int8 x | speed-up |\n| --- | --- | --- | --- |")
+    for label, bits, k, n in (("Q4_1", 4, HIDDEN, 2 * INTERMEDIATE), ("Q4_1", 4, INTERMEDIATE, HIDDEN),
+                              ("Q8_0", 8, HIDDEN, 49152)):
+        weight = group_weight(torch.randn(n, k) * k**-0.5, bits, 32, symmetric=bits == 8)
+        w = csrc_ops.prepare_woq(weight, torch.float32)
+        packed = (w.codes, w.scales, w.offsets, w.bits, None)
+        for m in (1, 4, 8):
+            x = torch.randn(m, k)
+            a, b = (median_us(lambda x=x, p=packed, block=block: kern.woq_gemv(x, *p, block),
+                              max(3, reps * 1536 // n)) for block in (0, 32))
+            print(f"| {label} {k}->{n} M={m} | {a:.1f} | {b:.1f} | {a / b:.2f}x |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--threads", type=int, default=2)
@@ -140,6 +160,7 @@ def main() -> None:
             a, b = median_us(ours, args.reps), median_us(theirs, args.reps)
             print(f"| {label} | {a:.1f} | {b:.1f} | {b / a:.2f}x |")
     woq_paths(args.reps)
+    int8_activation_gemv(args.reps)
 
 
 if __name__ == "__main__":

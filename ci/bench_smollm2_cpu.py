@@ -219,7 +219,8 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=torch.get_num_threads())
     parser.add_argument("--skip", default="",
                         help="comma list: hf, llama.cpp, quant, dense (the two dequantized "
-                             "Pagoda rows)")
+                             "Pagoda rows), a8 (--quantization gguf_a8: llama.cpp's 8-bit "
+                             "activations)")
     parser.add_argument("--concurrent", default="16,64",
                         help="comma list of the concurrent-prompt columns to run")
     parser.add_argument("--output-json", default=None)
@@ -232,6 +233,9 @@ def main() -> None:
 
     path = resolve_model("smollm2-135m-instruct").path
     runners: list[Callable[[], Any]] = [lambda: PagodaRunner("pagoda (default settings)")]
+    if "a8" not in skip:
+        runners.append(lambda: PagodaRunner("pagoda (gguf_a8: 8-bit activations)",
+                                            dtype="float32", quantization="gguf_a8"))
     if "dense" not in skip:
         runners += [
             lambda: PagodaRunner("pagoda (float32, dequantized)", dtype="float32",

@@ -24,7 +24,8 @@ ISA_SOURCES = {
     "csrc/kernels_generic.cpp": [],
 }
 """Each build's source and flags (off x86 the AVX files compile to empty stubs)."""
-HEADERS = ["csrc/kernels.h", "csrc/kernels.inc", "csrc/vec.h", "csrc/decode_layer.h"]
+HEADERS = ["csrc/kernels.h", "csrc/kernels.inc", "csrc/woq_q8.inc", "csrc/vec.h",
+           "csrc/decode_layer.h"]
 FLAGS = ["-O3", "-g0", "-ffp-contract=fast", "-std=c++17"]
 OPENMP = ["-fopenmp"]
 """ops.cpp only: ATen's parallel_for is a header template that splits work across

@@ -38,6 +38,7 @@ from pagoda.quant.tensors import (  # noqa: E402
     per_token_scale,
     quantize_fp8,
     quantize_int8,
+    round_activations,
 )
 from pagoda.testing import DTYPES, check_op, dtype_name  # noqa: E402
 from pagoda.testing.tolerances import mismatch, op_tolerance  # noqa: E402
@@ -100,6 +101,18 @@ def test_activation_rounding_is_the_references(device: str) -> None:
     q, s = quantize_activations(x.to(device), False, None, 64)
     assert torch.equal(s.cpu(), scale)
     assert torch.equal(q.cpu().view(torch.uint8), quantize_fp8(x, scale, 64).view(torch.uint8))
+
+
+def test_int8_blocks_round_alike_on_the_device(device: str) -> None:
+    """`round_activations` (gguf_a8's blocks) on the device gives the host's values bit for
+    bit: 16-bit activations put ~4e-4 of x / d exactly on a half, where a scale an ulp off
+    (CUDA divides by a Python number as a multiply by its reciprocal) would round the other
+    way."""
+    gen = torch.Generator().manual_seed(4)
+    x = (torch.randn(64, 4096, generator=gen) * 2).half().float()
+    x[0, :32] = torch.arange(32) - 15.5
+    want = round_activations(x, 32)
+    assert torch.equal(round_activations(x.to(device), 32).cpu(), want)
 
 
 def test_codes_pack_in_bit_reversed_order() -> None:

@@ -89,3 +89,60 @@ def test_the_tied_head_reads_the_quantized_table_for_few_rows(dense, packed):
     few = head(hidden[:3])
     torch.testing.assert_close(few, want[:3], atol=2e-4, rtol=1e-4)
     assert torch.equal(head(hidden), head._linear(hidden, head.weight))  # the platform's linear
+
+
+# gguf_a8: the same weights, the activations rounded to int8 blocks of 32 (llama.cpp's
+# numerics). Rounding 576-1536 activations a block to 8 bits moves this 135M model's
+# prompt logprobs by ~0.08 on average against the float products (measured), up to ~0.5 on
+# a few tokens, so its greedy text may leave the dense model's at a gap below A8_TIE_MARGIN.
+A8_TIE_MARGIN = 0.6
+
+
+@pytest.fixture(scope="module")
+def a8(smollm2_path):
+    return LLM(smollm2_path, dtype="float32", max_model_len=1024, quantization="gguf_a8",
+               max_num_seqs=4, max_num_batched_tokens=64)
+
+
+def test_a8_rounds_the_activations_of_every_kept_weight(a8):
+    from pagoda.quant.tensors import round_activations
+
+    assert a8.engine.core.info["quantization"] == "gguf_a8"
+    model = a8.engine.core.executor.worker.model
+    layer = model.model.layers[0].mlp.down_proj
+    assert layer.qweight.act_block == 32 and model.lm_head.qweight.act_block == 32
+    # The head: its quantized rows and its dense table's take the same rounded hidden.
+    head = model.lm_head
+    hidden = torch.randn(3, head.weight.shape[1], generator=torch.Generator().manual_seed(1))
+    want = round_activations(hidden, 32) @ head.weight.T
+    torch.testing.assert_close(head(hidden), want, atol=2e-4, rtol=1e-4)
+    many = hidden.repeat(6, 1)  # past QUANTIZED_HEAD_MAX_ROWS: the dense table
+    torch.testing.assert_close(head(many), want.repeat(6, 1), atol=2e-4, rtol=1e-4)
+
+
+def test_a8_greedy_tokens_follow_dense_alone_and_in_a_batch(dense, a8):
+    """Against the dense model (a near-tie may flip at A8_TIE_MARGIN), prompts alone and in a
+    batch prefilled in chunks of 64 tokens. Not token for token alone against batched:
+    rounding to 8 bits turns the batch's float32 summation-order differences (~1e-6) into a
+    whole rounding step wherever a value lies near a half (a third prompt's logprobs moved
+    by up to 0.17 here), as with any dynamically quantized activations."""
+    prompts = [_chat_ids(dense, q) for q in QUESTIONS]
+    params = SamplingParams(temperature=0.0, max_tokens=NEW_TOKENS, ignore_eos=True)
+    batch = a8.generate([{"prompt_token_ids": p} for p in prompts], params, use_tqdm=False)
+    alone = [a8.generate([{"prompt_token_ids": p}], params, use_tqdm=False)[0] for p in prompts]
+    for prompt, out in zip(prompts * 2, batch + alone):
+        ours = out.outputs[0].token_ids
+        assert len(ours) == NEW_TOKENS
+        for i, entry in enumerate(_prompt_logprobs(dense, prompt + ours, 1)[len(prompt) - 1:]):
+            if entry.rank != 1:
+                gap = entry.logprobs[1] - entry.logprobs[0]
+                assert gap < A8_TIE_MARGIN, f"token {i} of {out.prompt!r}: logprob gap {gap:.3f}"
+                break
+
+
+def test_a8_prompt_logprobs_close_to_dense(dense, a8):
+    ids = _chat_ids(dense, QUESTIONS[1])
+    ours = torch.tensor([e.logprobs[0] for e in _prompt_logprobs(a8, ids, 0)])
+    ref = torch.tensor([e.logprobs[0] for e in _prompt_logprobs(dense, ids, 0)])
+    assert (ours - ref).abs().mean() < 0.15
+    torch.testing.assert_close(ours, ref, atol=0.6, rtol=0.05)

@@ -47,7 +47,9 @@ class ModelConfig:
     the platform runs them faster kept quantized: the CPU's native kernels in float32);
     none: dense weights;
     fp8, int8, int4: quantize a dense checkpoint at load (FP8 or INT8 weights and
-    activations, or 4-bit weights); gguf: keep a GGUF's Q4_0/Q4_1/Q8_0 weights quantized."""
+    activations, or 4-bit weights); gguf: keep a GGUF's Q4_0/Q4_1/Q8_0 weights quantized;
+    gguf_a8: the same with the activations rounded to int8 blocks of 32 as llama.cpp rounds
+    them (its numerics; on the CPU faster one-row matmuls, summed in integers)."""
     runner: Literal["auto", "generate", "pooling"] = "auto"
     """generate: text; pooling: embeddings and relevance scores (LLM.embed and LLM.score,
     /v1/embeddings, /v1/score, /v1/rerank). auto: what the architecture is (BertModel,

@@ -38,16 +38,18 @@ class GGUFModel:
         self.config: PretrainedConfig = build_config(self.metadata, self.arch, shapes,
                                                      rope_freqs)
 
-    def iter_weights(self, keep_quantized: bool = False) -> Iterator[tuple[str, CheckpointTensor]]:
+    def iter_weights(self, keep_quantized: bool = False,
+                     act_block: int | None = None) -> Iterator[tuple[str, CheckpointTensor]]:
         """(HF checkpoint name, float32 tensor) pairs, one tensor in memory at a time: each
         tensor's part of the file leaves the process's resident set once its weight is
         taken (`LazyArrayReader.drop_pages`), so a load holds the weights as built, not
         also the whole file.
 
-        With `keep_quantized`, Q4_0/Q4_1/Q8_0 matrices come as `GroupQuantWeight` instead.
+        With `keep_quantized`, Q4_0/Q4_1/Q8_0 matrices come as `GroupQuantWeight` instead,
+        asking for activations rounded to int8 blocks of `act_block` where given.
         """
         return iter_hf_weights(self._reader.tensors, self.arch, self.config, keep_quantized,
-                               done=self._reader.drop_pages)
+                               done=self._reader.drop_pages, act_block=act_block)
 
     def load_tokenizer(self) -> PreTrainedTokenizerBase:
         """The file's tokenizer, special tokens and chat template."""

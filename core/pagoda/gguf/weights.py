@@ -33,10 +33,12 @@ def iter_hf_weights(
     config: PretrainedConfig,
     keep_quantized: bool = False,
     done: Callable[[ReaderTensor], None] = lambda tensor: None,
+    act_block: int | None = None,
 ) -> Iterator[tuple[str, CheckpointTensor]]:
     """(HF name, float32 tensor) for every tensor, dequantized one at a time.
 
-    With `keep_quantized`, Q4_0/Q4_1/Q8_0 matrices come as `GroupQuantWeight` instead.
+    With `keep_quantized`, Q4_0/Q4_1/Q8_0 matrices come as `GroupQuantWeight` instead (with
+    `act_block`: `quantized_weight`'s).
     `done(tensor)` runs once the consumer has taken the tensor's weight (asked for the next).
     Names and types are all checked before the first tensor is read, so a file that cannot
     load fails at once with a ValueError naming the tensor.
@@ -49,17 +51,17 @@ def iter_hf_weights(
         "q_proj": config.num_attention_heads,
         "k_proj": config.num_key_value_heads,
     }
-    return _stream(plan, heads if spec.permuted_qk else {}, keep_quantized, done)
+    return _stream(plan, heads if spec.permuted_qk else {}, keep_quantized, done, act_block)
 
 
 def _stream(
     plan: list[tuple[ReaderTensor, str]], permuted_heads: dict[str, int], keep_quantized: bool,
-    done: Callable[[ReaderTensor], None],
+    done: Callable[[ReaderTensor], None], act_block: int | None,
 ) -> Iterator[tuple[str, CheckpointTensor]]:
     for tensor, name in plan:
         weight: CheckpointTensor
         if keep_quantized and tensor.tensor_type in KEPT_TYPES and len(tensor.shape) == 2:
-            weight = quantized_weight(tensor)
+            weight = quantized_weight(tensor, act_block)
         else:
             weight = torch.from_numpy(dequantize(tensor))
         n_heads = permuted_heads.get(name.split(".")[-2])

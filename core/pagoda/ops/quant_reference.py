@@ -24,6 +24,7 @@ from pagoda.quant.tensors import (
     per_token_scale,
     quantize_fp8,
     quantize_int8,
+    round_activations,
 )
 
 
@@ -72,6 +73,9 @@ def int8_linear(x: torch.Tensor, weight: Int8Weight,
 
 def woq_linear(x: torch.Tensor, weight: GroupQuantWeight,
                bias: torch.Tensor | None = None) -> torch.Tensor:
-    """Weight-only quantization: x (not quantized) times the dequantized weight, float32."""
+    """Weight-only quantization: x times the dequantized weight, float32; x as it is, or
+    rounded to int8 blocks first where the weight says so (`GroupQuantWeight.act_block`)."""
     flat = x.reshape(-1, x.shape[-1]).float()
+    if weight.act_block:
+        flat = round_activations(flat, weight.act_block)
     return _finish(flat @ weight.dequantize().T, x, bias)

@@ -54,6 +54,7 @@ QUANT_METHODS = {
     "int8": "pagoda.quant.formats:Int8Method",
     "int4": "pagoda.quant.formats:Int4Method",
     "gguf": "pagoda.quant.gguf:GGUFMethod",
+    "gguf_a8": "pagoda.quant.gguf:GGUFA8Method",
 }
 """Quantization methods by name: a checkpoint's `quant_method`, or `--quantization`."""
 

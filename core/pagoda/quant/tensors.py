@@ -91,6 +91,11 @@ class GroupQuantWeight(_Tensors):
     Every weight-only integer format is this: symmetric 4-bit (GPTQ sym, compressed-tensors
     W4A16) has offsets = -8 * scales, zero points z give offsets = -z * scales, GGUF Q4_1's
     minimum is the offset, Q8_0 is 8 bits with offsets = -128 * scales.
+
+    `act_block` None: the activations multiply as they are. A number (GGUF's 32): they are
+    first rounded to int8 per block of that many inputs (`round_activations`), as ggml's
+    CPU dot products round them for GGUF weights (Q8_0 / Q8_1 activations), so that a
+    kernel may sum each block's products in integers.
     """
 
     codes: torch.Tensor
@@ -100,6 +105,7 @@ class GroupQuantWeight(_Tensors):
     offsets: torch.Tensor
     """float [N, K // group_size]."""
     bits: int = 4
+    act_block: int | None = None
 
     @property
     def shape(self) -> torch.Size:
@@ -163,3 +169,17 @@ def quantize_fp8(x: torch.Tensor, scale: torch.Tensor,
 def quantize_int8(x: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
     """x [T, K] / scale ([T, 1] or a scalar), rounded half to even and saturated, as int8."""
     return torch.round(x.float() / scale).clamp(-128, INT8_MAX).to(torch.int8)
+
+
+def round_activations(x: torch.Tensor, block: int) -> torch.Tensor:
+    """x [..., K] (K a multiple of `block`) rounded to int8 per block of `block` inputs, as
+    float32 values q * d: d = amax / 127 of the block (amax at least MIN_SCALE * 127) and q
+    = x / d rounded half to even (the integers a kernel may multiply instead). Both are
+    true float32 divisions on every device: a value on a half (x / d = 2.5, common in 16-bit
+    activations) rounds alike wherever it is computed."""
+    blocks = x.float().reshape(-1, block)
+    amax = blocks.abs().amax(dim=-1, keepdim=True).clamp(min=MIN_SCALE * INT8_MAX)
+    # Not amax / 127: CUDA multiplies by the reciprocal of a Python number instead, which
+    # moves some d by an ulp and so some x / d off their halves.
+    scale = amax / torch.full_like(amax, INT8_MAX)
+    return (quantize_int8(blocks, scale).float() * scale).view(x.shape)

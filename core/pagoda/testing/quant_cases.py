@@ -3,6 +3,7 @@ canonical form (`pagoda.quant.rtn`), over the linear shapes of `op_cases` and mo
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 from typing import Any
 
@@ -67,18 +68,26 @@ def int8_linear_cases(dtype: torch.dtype, gen: torch.Generator) -> Iterator[Any]
                         {"static_input": True})
 
 
-# (bits, group size, symmetric): GPTQ/AWQ/compressed-tensors 4-bit at the usual group
-# sizes, GGUF Q4 (32, with a minimum) and Q8_0 (8 bits, 32).
-WOQ_FORMATS = ((4, 128, True), (4, 128, False), (4, 32, False), (4, 64, True), (8, 32, True))
+# (bits, group size, symmetric, act_block): GPTQ/AWQ/compressed-tensors 4-bit at the usual
+# group sizes, GGUF Q4 (32, with a minimum) and Q8_0 (8 bits, 32), activations as they are;
+# then GGUF Q4_1, Q4_0 and Q8_0 with their activations rounded to int8 blocks of 32 as ggml
+# rounds them (gguf_a8), drawn after the others (their inputs unchanged by these).
+WOQ_FORMATS = ((4, 128, True, None), (4, 128, False, None), (4, 32, False, None),
+               (4, 64, True, None), (8, 32, True, None))
+WOQ_A8_FORMATS = ((4, 32, False, 32), (4, 32, True, 32), (8, 32, True, 32))
 
 
 def woq_linear_cases(dtype: torch.dtype, gen: torch.Generator) -> Iterator[Any]:
-    for lead, k, n, has_bias in QUANT_SHAPES:
-        for bits, group, symmetric in WOQ_FORMATS:
-            if k % group:
-                continue
-            x, w, bias = _inputs(gen, lead, k, n, has_bias, dtype)
-            weight = group_weight(w, bits, group, symmetric)
-            label = f"int{bits} g{group} {'sym' if symmetric else 'asym'}"
-            yield _case("woq_linear", label, x, weight, bias,
-                        {"bits": bits, "group_size": group})
+    for formats in (WOQ_FORMATS, WOQ_A8_FORMATS):
+        for lead, k, n, has_bias in QUANT_SHAPES:
+            for bits, group, symmetric, act_block in formats:
+                if k % group:
+                    continue
+                x, w, bias = _inputs(gen, lead, k, n, has_bias, dtype)
+                weight = dataclasses.replace(group_weight(w, bits, group, symmetric),
+                                             act_block=act_block)
+                label = f"int{bits} g{group} {'sym' if symmetric else 'asym'}"
+                if act_block:
+                    label += f" int8-x/{act_block}"
+                yield _case("woq_linear", label, x, weight, bias,
+                            {"bits": bits, "group_size": group, "act_block": act_block})

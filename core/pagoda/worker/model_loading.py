@@ -16,6 +16,7 @@ from pagoda.models.pooler import pooler_spec_for
 from pagoda.models.weights import process_weights_after_loading
 from pagoda.pooling import PoolerSpec, read_sentence_transformers_config
 from pagoda.quant import QuantMethod, UnquantizedMethod
+from pagoda.quant.gguf import GGUFMethod
 
 __all__ = ["attention_shape", "attention_soft_cap", "build_model"]
 
@@ -73,7 +74,9 @@ def _load_gguf(source: ModelSource, hf_config: Any, *, dtype: torch.dtype,
     with torch.device(device):
         module = model_cls(hf_config, dtype=dtype, attn_backend=attn_backend,
                            quant_method=quant_method, **pooler_kwargs(pooler))
-    module.load_weights(source.gguf.iter_weights(keep_quantized=quant_method.checkpoint_format == "gguf"))
+    act_block = quant_method.act_block if isinstance(quant_method, GGUFMethod) else None
+    module.load_weights(source.gguf.iter_weights(
+        keep_quantized=quant_method.checkpoint_format == "gguf", act_block=act_block))
     source.release()
     process_weights_after_loading(module)
     return module.eval()

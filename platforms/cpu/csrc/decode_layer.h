@@ -8,10 +8,11 @@ struct PackedLinear {
   at::Tensor codes, scales, offsets;
   int64_t bits;
   std::optional<at::Tensor> bias;
-  int64_t gemv_max_rows;
+  int64_t gemv_max_rows, act_block;
 
   at::Tensor operator()(const at::Tensor& x) const {
-    return woq_product(x, codes, scales, offsets, bits, bias, x.size(0) > gemv_max_rows);
+    return woq_product(x, codes, scales, offsets, bits, bias, x.size(0) > gemv_max_rows,
+                       act_block);
   }
 };
 
@@ -69,11 +70,12 @@ class DecodeLayer {
 void bind_decode_layer(py::module_& m) {
   py::class_<PackedLinear>(m, "PackedLinear", "a packed 4/8-bit linear of a DecodeLayer")
       .def(py::init([](at::Tensor codes, at::Tensor scales, at::Tensor offsets, int64_t bits,
-                       std::optional<at::Tensor> bias, int64_t gemv_max_rows) {
-             return PackedLinear{codes, scales, offsets, bits, bias, gemv_max_rows};
+                       std::optional<at::Tensor> bias, int64_t gemv_max_rows,
+                       int64_t act_block) {
+             return PackedLinear{codes, scales, offsets, bits, bias, gemv_max_rows, act_block};
            }),
            py::arg("codes"), py::arg("scales"), py::arg("offsets"), py::arg("bits"),
-           py::arg("bias"), py::arg("gemv_max_rows"));
+           py::arg("bias"), py::arg("gemv_max_rows"), py::arg("act_block"));
   py::class_<DecodeLayer>(m, "DecodeLayer",
                           "a decoder layer's decode step in two calls around its attention")
       .def(py::init<PackedLinear, PackedLinear, PackedLinear, PackedLinear, at::Tensor,

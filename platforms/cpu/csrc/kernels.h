@@ -18,6 +18,15 @@ struct WoqWeight {
   int64_t n, k, group_shift, bits;
 };
 
+// Rows of activations rounded to int8 per block of 32 inputs (a weight's act_block; see
+// woq_q8.inc): x[r, i] = q[r, i] * d[r, i / 32]; sums[r, g] is the rounded row summed over
+// the weight's group g of inputs.
+struct Q8Rows {
+  const int8_t* q;     // [rows, k]
+  const float* d;      // [rows, k / 32]
+  const float* sums;   // [rows, k / group]
+};
+
 // Activations are float32 or bfloat16 (the Dtype of every pointer named so below);
 // rows of a matrix are `stride` elements apart, their entries contiguous. Each function
 // handles rows r0 <= r < r1 (the caller splits rows across threads).
@@ -70,6 +79,13 @@ struct Kernels {
   // wbuf (gemm_tile_n * w.k floats, the caller's, one per thread) and reused for every row.
   void (*woq_gemm)(const WoqWeight& w, const float* x, int64_t rows, const float* bias,
                    float* y, int64_t n0, int64_t n1, float* wbuf);
+  // Rows r0 <= r < r1 of x float32 [rows, k] rounded to int8 blocks: q [rows, k], d
+  // [rows, k / 32] and sums [rows, k / (32 << group_shift)] (the Q8Rows of a weight).
+  void (*quantize_q8)(const float* x, int64_t k, int64_t group_shift, int8_t* q, float* d,
+                      float* sums, int64_t r0, int64_t r1);
+  // woq_gemv's product of the rounded rows, its blocks' products summed in integers.
+  void (*woq_gemv_q8)(const WoqWeight& w, const Q8Rows& x, int64_t rows, const float* bias,
+                      float* y, int64_t n0, int64_t n1);
   // out[n, :] = w[n, :] for n0 <= n < n1; out float32 [w.n, w.k].
   void (*woq_dequantize)(const WoqWeight& w, float* out, int64_t n0, int64_t n1);
   int64_t gemm_tile_n;

@@ -92,14 +92,36 @@ int64_t grain(const WoqWeight& w) {
   return std::max<int64_t>(4, (int64_t(64) << 10) / std::max<int64_t>(w.k * w.bits / 8, 1));
 }
 
+// x rounded to int8 blocks of 32 inputs (a weight's act_block; woq_q8.inc), as the kernels
+// take it.
+struct Q8Buffers {
+  std::vector<int8_t> q;
+  std::vector<float> d, sums;
+  Q8Rows rows() const { return {q.data(), d.data(), sums.data()}; }
+};
+
+Q8Buffers round_rows(const Kernels& kern, const float* x, int64_t rows, const WoqWeight& w) {
+  const int64_t blocks = w.k / 32, groups = blocks >> w.group_shift;
+  Q8Buffers b{std::vector<int8_t>(rows * w.k), std::vector<float>(rows * blocks),
+              std::vector<float>(rows * groups)};
+  at::parallel_for(0, rows, std::max<int64_t>(1, 16384 / w.k), [&](int64_t r0, int64_t r1) {
+    kern.quantize_q8(x, w.k, w.group_shift, b.q.data(), b.d.data(), b.sums.data(), r0, r1);
+  });
+  return b;
+}
+
 // x [M, K] times the packed weight^T (+ bias), float32: by the GEMV kernel (few rows:
 // output rows split across threads) or the GEMM one (many: whole tiles of output rows).
+// act_block 32: x rounded to int8 blocks first (the GEMV kernel multiplies the integers,
+// the GEMM one their float values); 0: x as it is.
 at::Tensor woq_product(const at::Tensor& x, const at::Tensor& codes, const at::Tensor& scales,
                        const at::Tensor& offsets, int64_t bits,
-                       const std::optional<at::Tensor>& bias, bool gemm) {
+                       const std::optional<at::Tensor>& bias, bool gemm, int64_t act_block) {
   const WoqWeight w = woq_weight(codes, scales, offsets, bits);
+  TORCH_CHECK(act_block == 0 || act_block == 32,
+              "woq: act_block must be 0 (activations as they are) or 32, not ", act_block);
   TORCH_CHECK(x.dim() == 2 && x.size(1) == w.k, "woq: x must be [M, ", w.k, "]");
-  const at::Tensor x32 = dense(x, at::kFloat);
+  at::Tensor x32 = dense(x, at::kFloat);
   at::Tensor b32;
   if (bias.has_value() && bias->defined()) {
     TORCH_CHECK(bias->numel() == w.n, "woq: bias must have ", w.n, " entries");
@@ -107,10 +129,23 @@ at::Tensor woq_product(const at::Tensor& x, const at::Tensor& codes, const at::T
   }
   at::Tensor y = at::empty({x.size(0), w.n}, x32.options());
   const Kernels& kern = kernels();
-  const float* xp = x32.data_ptr<float>();
   const float* bp = b32.defined() ? b32.data_ptr<float>() : nullptr;
   float* yp = y.data_ptr<float>();
   const int64_t rows = x.size(0);
+  if (act_block) {
+    const Q8Buffers q8 = round_rows(kern, x32.data_ptr<float>(), rows, w);
+    if (!gemm) {
+      const Q8Rows xq = q8.rows();
+      at::parallel_for(0, w.n, grain(w), [&](int64_t n0, int64_t n1) {
+        kern.woq_gemv_q8(w, xq, rows, bp, yp, n0, n1);
+      });
+      return y;
+    }
+    x32 = at::empty({rows, w.k}, x32.options());  // the rounded values, for the GEMM kernel
+    float* xr = x32.data_ptr<float>();
+    for (int64_t i = 0; i < rows * w.k; ++i) xr[i] = float(q8.q[i]) * q8.d[i / 32];
+  }
+  const float* xp = x32.data_ptr<float>();
   if (!gemm) {
     at::parallel_for(0, w.n, grain(w), [&](int64_t n0, int64_t n1) {
       kern.woq_gemv(w, xp, rows, bp, yp, n0, n1);
@@ -128,14 +163,14 @@ at::Tensor woq_product(const at::Tensor& x, const at::Tensor& codes, const at::T
 
 at::Tensor woq_gemv(const at::Tensor& x, const at::Tensor& codes, const at::Tensor& scales,
                     const at::Tensor& offsets, int64_t bits,
-                    const std::optional<at::Tensor>& bias) {
-  return woq_product(x, codes, scales, offsets, bits, bias, false);
+                    const std::optional<at::Tensor>& bias, int64_t act_block) {
+  return woq_product(x, codes, scales, offsets, bits, bias, false, act_block);
 }
 
 at::Tensor woq_gemm(const at::Tensor& x, const at::Tensor& codes, const at::Tensor& scales,
                     const at::Tensor& offsets, int64_t bits,
-                    const std::optional<at::Tensor>& bias) {
-  return woq_product(x, codes, scales, offsets, bits, bias, true);
+                    const std::optional<at::Tensor>& bias, int64_t act_block) {
+  return woq_product(x, codes, scales, offsets, bits, bias, true, act_block);
 }
 
 at::Tensor woq_dequantize(const at::Tensor& codes, const at::Tensor& scales,
@@ -366,12 +401,14 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("set_isa", &set_isa, "use the kernels of an instruction set from now on");
   m.def("isa", &isa, "the instruction set in use ('' before set_isa)");
   m.def("parallel_tasks", &parallel_tasks, "tasks at::parallel_for makes of [0, n)");
-  m.def("woq_gemv", &woq_gemv, "x [M, K] times a packed 4/8-bit weight^T (+ bias): float32",
+  m.def("woq_gemv", &woq_gemv,
+        "x [M, K] times a packed 4/8-bit weight^T (+ bias), float32; act_block 32: x "
+        "rounded to int8 blocks of 32 inputs first (0: as it is)",
         py::arg("x"), py::arg("codes"), py::arg("scales"), py::arg("offsets"),
-        py::arg("bits"), py::arg("bias") = py::none());
+        py::arg("bits"), py::arg("bias") = py::none(), py::arg("act_block") = 0);
   m.def("woq_gemm", &woq_gemm, "woq_gemv's product by the many-row kernel (a batch of rows)",
         py::arg("x"), py::arg("codes"), py::arg("scales"), py::arg("offsets"),
-        py::arg("bits"), py::arg("bias") = py::none());
+        py::arg("bits"), py::arg("bias") = py::none(), py::arg("act_block") = 0);
   m.def("rms_norm", &rms_norm, "core's rms_norm");
   m.def("fused_add_rms_norm", &fused_add_rms_norm, "core's fused_add_rms_norm");
   m.def("silu_and_mul", &silu_and_mul, "core's silu_and_mul");

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import torch
 
-from pagoda.quant.tensors import GroupQuantWeight
+from pagoda.quant.tensors import GroupQuantWeight, round_activations
 from pagoda_cpu import quant_ops
 from pagoda_cpu.csrc import native
 from pagoda_cpu.ops import linear
@@ -77,6 +77,9 @@ class PackedWoqWeight:
     gemv_max_rows: int
     gemm_max_rows: int | None
     """None: never dequantized per call (the GEMM kernel takes every count above GEMV's)."""
+    act_block: int
+    """32: x rounded to int8 blocks first (`GroupQuantWeight.act_block`; the GEMV kernel
+    then sums each block's products in integers); 0: x as it is."""
 
     def storage_bytes(self) -> int:
         """Bytes the weight holds."""
@@ -89,6 +92,8 @@ def native_reason(weight: GroupQuantWeight) -> str | None:
         return "the native kernels are not built"
     if weight.bits not in (4, 8):
         return f"no native kernel for {weight.bits}-bit codes"
+    if weight.act_block not in (None, BLOCK):
+        return f"activations rounded in blocks of {weight.act_block}, not {BLOCK}"
     blocks = weight.group_size // BLOCK
     if weight.group_size % BLOCK or blocks & (blocks - 1):
         return f"groups of {weight.group_size} are not {BLOCK} times a power of two"
@@ -122,7 +127,8 @@ def prepare_woq(weight: GroupQuantWeight, dtype: torch.dtype, *,
     dequantizable = n * k * dense.itemsize <= DEQUANTIZE_MAX_BYTES
     return PackedWoqWeight(pack_codes(weight.codes, weight.bits),
                            weight.scales.float().contiguous(), weight.offsets.float().contiguous(),
-                           weight.bits, dense, limits.gemv, limits.gemm if dequantizable else None)
+                           weight.bits, dense, limits.gemv, limits.gemm if dequantizable else None,
+                           weight.act_block or 0)
 
 
 def woq_linear(x: torch.Tensor, weight: PackedWoqWeight | quant_ops.CpuQuantWeight,
@@ -131,7 +137,7 @@ def woq_linear(x: torch.Tensor, weight: PackedWoqWeight | quant_ops.CpuQuantWeig
         return quant_ops.woq_linear(x, weight, bias)
     kernels = native()
     assert kernels is not None  # prepare packs only where the kernels run
-    packed = (weight.codes, weight.scales, weight.offsets, weight.bits, bias)
+    packed = (weight.codes, weight.scales, weight.offsets, weight.bits, bias, weight.act_block)
     if x.dtype == torch.float32 and x.dim() == 2 and x.shape[0] <= weight.gemv_max_rows:
         # A decode step's linears, four a layer: straight to the kernel, whose float32
         # [rows, N] is the answer as it is (no reshape, conversion or view around it).
@@ -145,5 +151,7 @@ def woq_linear(x: torch.Tensor, weight: PackedWoqWeight | quant_ops.CpuQuantWeig
     else:
         dense = weight.dense_dtype
         w = kernels.woq_dequantize(weight.codes, weight.scales, weight.offsets, weight.bits)
+        if weight.act_block:  # the rounded values are not 16-bit ones: float32 throughout
+            flat, dense = round_activations(flat, weight.act_block), torch.float32
         y = linear(flat.to(dense), w.to(dense), None if bias is None else bias.to(dense))
     return y.to(x.dtype).view(*x.shape[:-1], y.shape[-1])

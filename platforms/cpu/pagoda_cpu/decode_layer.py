@@ -47,7 +47,7 @@ def fuse_decode_layer(spec: DecodeLayerSpec) -> Any | None:
     if None in weights:
         return None
     packed = [kernels.PackedLinear(w.codes, w.scales, w.offsets, w.bits, linear.bias,
-                                   w.gemv_max_rows)
+                                   w.gemv_max_rows, w.act_block)
               for w, linear in zip(weights, linears, strict=True)]
     max_rows = min(w.gemm_max_rows or NO_ROW_LIMIT for w in weights)
     return kernels.DecodeLayer(*packed, spec.input_norm, spec.post_attention_norm, spec.eps,

@@ -78,6 +78,7 @@ from pagoda.quant.tensors import (
     per_token_scale,
     quantize_fp8,
     quantize_int8,
+    round_activations,
 )
 from pagoda_cpu.host import cpu_flags, has_fast_bf16
 from pagoda_cpu.quant_layouts import (
@@ -138,11 +139,13 @@ def _log_dense(op: str, shape: torch.Size, what: str, dtype: torch.dtype, why: s
 @dataclass(frozen=True)
 class CpuQuantWeight:
     """A prepared weight: its layout for the model's activation dtype, and what the ops
-    round activations with (FP8 and INT8: a static input scale, FP8 blocks)."""
+    round activations with (FP8 and INT8: a static input scale, FP8 blocks; weight-only:
+    int8 blocks of `act_block` inputs, a GGUF's)."""
 
     layout: Layout
     input_scale: torch.Tensor | None = None
     block: tuple[int, int] | None = None
+    act_block: int | None = None
 
     def storage_bytes(self) -> int:
         """Bytes the layout holds."""
@@ -170,7 +173,7 @@ def _prepared(weight: Fp8Weight | Int8Weight | GroupQuantWeight, build: Build,
     static = getattr(weight, "input_scale", None)
     return CpuQuantWeight(build(weight, dtype, dense.get(dtype, torch.float32)),
                           None if static is None else static.float().reshape(1, 1),
-                          getattr(weight, "block", None))
+                          getattr(weight, "block", None), getattr(weight, "act_block", None))
 
 
 def _finish(y: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
@@ -274,6 +277,9 @@ def _int4_layout(weight: GroupQuantWeight, dtype: torch.dtype) -> Int4Layout:
 
 def woq_dense_reason(weight: GroupQuantWeight, dtype: torch.dtype) -> str | None:
     """Why this weight runs dense for activations of `dtype`, or None (the int4 kernel)."""
+    if weight.act_block:
+        return ("its activations are rounded to int8 blocks (gguf_a8), whose values the int4 "
+                "kernel's bfloat16 would round again")
     if weight.bits != 4:
         return f"no CPU kernel takes {weight.bits}-bit codes with group scales"
     if int4_kernel_group(weight.group_size) is None:
@@ -289,6 +295,8 @@ def _build_woq(weight: GroupQuantWeight, dtype: torch.dtype, dense: torch.dtype)
     reason = woq_dense_reason(weight, dtype)
     if reason is None:
         return _int4_layout(weight, dtype)
+    if weight.act_block:
+        dense = torch.float32  # the rounded activations multiplied as the reference does
     _log_dense("woq_linear", weight.shape, f"{weight.bits}-bit group-{weight.group_size}",
                dense, reason)
     return DenseLayout(weight.dequantize().to(dense))
@@ -304,5 +312,7 @@ def prepare_woq(weight: GroupQuantWeight, dtype: torch.dtype, *,
 def woq_linear(x: torch.Tensor, weight: CpuQuantWeight,
                bias: torch.Tensor | None = None) -> torch.Tensor:
     flat = x.reshape(-1, x.shape[-1])
+    if weight.act_block:  # in float32, as the dense float32 layout takes them
+        flat = round_activations(flat, weight.act_block)
     return _finish(weight.layout.apply(flat, bias), x)
 

@@ -71,11 +71,13 @@ def zero_points(weight: GroupQuantWeight, dtype: torch.dtype) -> torch.Tensor | 
 
 
 def fits(x2: torch.Tensor, weight: NativeGroupWeight, bias: torch.Tensor | None) -> bool:
-    """Whether the kernel takes x [M, K] (M >= 1) times `weight` (+ `bias`)."""
+    """Whether the kernel takes x [M, K] (M >= 1) times `weight` (+ `bias`): x as it is
+    (not a GGUF's rounded activations, `act_block`, which Triton's path rounds)."""
     m, k = x2.shape
     n = weight.shape[0]
     zeros = weight.zeros
-    return (weight.bits == 4 and zeros is not None and x2.dtype in native.DTYPE_CODES
+    return (weight.bits == 4 and zeros is not None and not weight.act_block
+            and x2.dtype in native.DTYPE_CODES
             and 1 <= m <= MAX_ROWS and n % ROW_TILE == 0 and k > 0 and k % K_TILE == 0
             and weight.group_size in GROUPS
             and weight.scales.dtype == torch.float32 and zeros.dtype == x2.dtype

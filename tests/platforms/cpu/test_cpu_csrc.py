@@ -4,6 +4,7 @@ CPU runs, and absent without harm."""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import sys
 from collections.abc import Iterator
@@ -14,6 +15,7 @@ import torch
 
 from pagoda.ops.registry import OpTable
 from pagoda.quant.rtn import group_weight
+from pagoda.quant.tensors import round_activations
 from pagoda.testing import (
     ATTENTION_CASES,
     DTYPES,
@@ -83,14 +85,19 @@ def test_decode_attention_matches_reference_on_every_isa(dtype: torch.dtype, isa
     assert len(report.checked) == len(ATTENTION_CASES)
 
 
+@pytest.mark.parametrize("act_block", [None, 32], ids=["x", "int8-x"])
 @pytest.mark.parametrize("bits,group", [(4, 32), (8, 32), (4, 128)])
 @pytest.mark.parametrize("rows", [1, 5, "gemv", "gemv+1", "gemm", "gemm+1"])
-def test_woq_kernel_paths(bits: int, group: int, rows: int | str, isa: str) -> None:
+def test_woq_kernel_paths(bits: int, group: int, rows: int | str, act_block: int | None,
+                          isa: str) -> None:
     """The GEMV kernel, the GEMM kernel (with partial tiles: 77 outputs, row counts past
     a whole tile) and the dequantize + matmul path, float32 against the reference's
-    float64 product."""
+    float64 product; with activations rounded to int8 blocks (a GGUF's), of the rounded
+    activations (the GEMV kernel then sums the integers)."""
     gen = torch.Generator().manual_seed(bits)
-    weight = group_weight(torch.randn(77, 256, generator=gen), bits, group, symmetric=False)
+    weight = dataclasses.replace(
+        group_weight(torch.randn(77, 256, generator=gen), bits, group, symmetric=False),
+        act_block=act_block)
     prepared = csrc_ops.prepare_woq(weight, torch.float32)
     assert isinstance(prepared, csrc_ops.PackedWoqWeight)
     assert prepared.gemm_max_rows is not None and prepared.gemm_max_rows > prepared.gemv_max_rows
@@ -99,11 +106,13 @@ def test_woq_kernel_paths(bits: int, group: int, rows: int | str, isa: str) -> N
         rows = getattr(prepared, f"{kernel}_max_rows") + int(extra or 0)
     x = torch.randn(rows, 256, generator=gen)
     bias = torch.randn(77, generator=gen)
-    want = x.double() @ weight.dequantize().double().T + bias.double()
+    xr = x if act_block is None else round_activations(x, act_block)
+    want = xr.double() @ weight.dequantize().double().T + bias.double()
     got = csrc_ops.woq_linear(x, prepared, bias)
     torch.testing.assert_close(got.double(), want, rtol=1e-5, atol=1e-4)
     for kernel in (C.woq_gemv, C.woq_gemm):  # each kernel at every row count
-        got = kernel(x, prepared.codes, prepared.scales, prepared.offsets, bits, bias)
+        got = kernel(x, prepared.codes, prepared.scales, prepared.offsets, bits, bias,
+                     act_block or 0)
         torch.testing.assert_close(got.double(), want, rtol=1e-5, atol=1e-4)
     dense = C.woq_dequantize(prepared.codes, prepared.scales, prepared.offsets, bits)
     torch.testing.assert_close(dense, weight.dequantize(), rtol=1e-6, atol=1e-6)  # fused
@@ -122,6 +131,27 @@ def test_gemv_at_every_row_count_of_its_passes(k: int, isa: str) -> None:
         x = torch.randn(rows, k, generator=gen)
         got = C.woq_gemv(x, prepared.codes, prepared.scales, prepared.offsets, 4, None)
         torch.testing.assert_close(got.double(), x.double() @ want_w, rtol=1e-5, atol=1e-4)
+
+
+def test_activations_round_as_the_reference_rounds_them(isa: str) -> None:
+    """The kernels' int8 blocks are `round_activations`' bit for bit: through an identity
+    weight (8-bit codes 129 on the diagonal, 128 elsewhere, scale 1, offset -128) the GEMV
+    kernel's output is the rounded x itself. Blocks whose amax is 127 (scale 1) put
+    values on halves, which round to even; an all-zero block stays zero."""
+    k = 96
+    gen = torch.Generator().manual_seed(0)
+    x = torch.randn(5, k, generator=gen) * 3
+    x[0, :32] = torch.arange(32) - 15.5  # halves, amax 15.5: scale 15.5 / 127
+    x[1, :32] = torch.cat([torch.tensor([127.0]), torch.arange(31) * 0.5 - 7.5])  # scale 1
+    x[2, 32:64] = 0
+    codes = torch.full((k, k), 128, dtype=torch.uint8)
+    codes.diagonal().fill_(129)
+    ones = torch.ones(k, k // 32)
+    got = C.woq_gemv(x, codes, ones, -128 * ones, 8, None, 32)
+    want = round_activations(x, 32)
+    assert torch.equal(got, want)
+    assert torch.equal(want[1, 1:32], torch.round(x[1, 1:32]))  # halves to even
+    assert not want[2, 32:64].any()
 
 
 def test_a_weight_too_large_to_dequantize_takes_the_gemm_kernel_for_many_rows(

@@ -64,7 +64,8 @@ def row_matmul(linear: FusableLinear, kernels: LaunchedKernels) -> RowMatmul | N
     if (linear.op is kernels.fp8_linear and isinstance(w, Fp8Weight) and w.block is None
             and fp8_ok_for_row(w.weight)):
         return _fp8(w, bias, kernels)
-    if linear.op is kernels.woq_linear and isinstance(w, PackedGroupWeight):
+    if (linear.op is kernels.woq_linear and isinstance(w, PackedGroupWeight)
+            and not w.act_block):  # the one-row kernel takes x as it is
         return _woq(w, bias, kernels)
     return None
 

@@ -14,7 +14,8 @@ int8_linear (int8 weights and activations, exact int32 sums):
   larger               activations quantized once, then `_qgemm_kernel` (on the H200 it
                        beat torch._int_mm + a scaling epilogue by 1.6-1.8x at M = 1024
                        on every 8B shape, ci/bench_quant_kernels.py)
-woq_linear (4- or 8-bit codes per group, x as it is):
+woq_linear (4- or 8-bit codes per group, x as it is, or first rounded to int8 blocks in
+float32 where the weight says so: a GGUF's, `GroupQuantWeight.act_block`):
   M <= DOT_MIN_ROWS - 1 `_woq_gemv_kernel`
   M <= DOT_MAX_ROWS    4-bit codes, 16-bit x: `woq_dot._woq_dot_kernel` (tensor cores; on
                        the H100 1.1-2x faster than the gemv from 3-4 rows on and than the
@@ -40,7 +41,7 @@ from pagoda.kernels.triton.scaled_gemm import FUSED_MAX_ROWS, GEMV_MAX_ROWS, qge
 from pagoda.kernels.triton.woq_dot import DOT_MAX_ROWS, woq_dot, woq_dot_supports
 from pagoda.kernels.triton.woq_gemm import GEMV_MAX_ROWS as WOQ_GEMV_ROWS
 from pagoda.kernels.triton.woq_gemm import PackedGroupWeight, pack, woq_gemm, woq_gemv
-from pagoda.quant.tensors import Fp8Weight, GroupQuantWeight, Int8Weight
+from pagoda.quant.tensors import Fp8Weight, GroupQuantWeight, Int8Weight, round_activations
 
 KERNEL_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 SCALED_MM_DTYPES = (torch.bfloat16,)
@@ -155,6 +156,11 @@ def int8_linear(x: torch.Tensor, weight: ScaledWeight, bias: torch.Tensor | None
 def woq_linear(x: torch.Tensor, weight: PackedGroupWeight, bias: torch.Tensor | None = None, *,
                launch: TritonLaunch = DEFAULT_LAUNCH) -> torch.Tensor:
     """See `pagoda.ops.quant_reference.woq_linear`; `weight` from `prepare_woq`."""
+    if weight.act_block:  # the rounded values in float32 (a 16-bit copy would round them again)
+        y = woq_linear(round_activations(x, weight.act_block),
+                       dataclasses.replace(weight, act_block=None),
+                       None if bias is None else bias.float(), launch=launch)
+        return y.to(x.dtype)
     k, n = x.shape[-1], weight.shape[0]
     x2 = rows(x, k)
     out, out2 = _out(x, n)

@@ -62,6 +62,8 @@ class PackedGroupWeight:
     offsets: torch.Tensor
     bits: int
     group_size: int
+    act_block: int | None = None
+    """`GroupQuantWeight.act_block`: `quant_linear.woq_linear` rounds x before the kernels."""
 
     @property
     def shape(self) -> tuple[int, int]:
@@ -72,7 +74,7 @@ def pack(weight: GroupQuantWeight) -> PackedGroupWeight:
     """The kernels' layout of `weight` (its K must be a multiple of 32 / bits)."""
     return PackedGroupWeight(pack_codes(weight.codes, weight.bits),
                              weight.scales.contiguous(), weight.offsets.contiguous(),
-                             weight.bits, weight.group_size)
+                             weight.bits, weight.group_size, weight.act_block)
 
 
 def plan_woq_gemv(m: int, n: int, k: int, group: int, units: int) -> GemvTiles:

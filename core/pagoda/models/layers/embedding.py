@@ -17,7 +17,7 @@ from torch import nn
 
 from pagoda.distributed import TensorParallelGroup, tp_group
 from pagoda.ops import current_ops
-from pagoda.quant.tensors import GroupQuantWeight
+from pagoda.quant.tensors import GroupQuantWeight, round_activations
 
 
 @dataclass(frozen=True)
@@ -109,21 +109,28 @@ class ParallelLMHead(nn.Module):
         (`keep_quantized`); the head then runs on it instead of `weight`."""
         self._linear = current_ops().linear
         self._woq_linear: Any = None
+        self._act_block: int | None = None
 
     def keep_quantized(self, table: GroupQuantWeight) -> None:
         """Run the head on `table`'s codes (a GGUF's quantized vocabulary table, which a
         tied embedding holds dense for its lookups) through the platform's `woq_linear`
         for steps of up to QUANTIZED_HEAD_MAX_ROWS rows; on one rank only (each would need
-        its block of the codes, not done), where the platform offers the op."""
+        its block of the codes, not done), where the platform offers the op. Where the
+        table rounds its activations (`GroupQuantWeight.act_block`), the dense table's
+        steps round them too: a sequence's logits do not depend on its step's size."""
         ops = current_ops()
         if self.tp.world_size == 1 and "woq_linear" in ops.prepare:  # else stays dense
             self._woq_linear = ops.woq_linear
             self.qweight = ops.prepare["woq_linear"](table, self.dtype)
+            self._act_block = table.act_block
 
     def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
         if self.qweight is not None and hidden_states.shape[0] <= QUANTIZED_HEAD_MAX_ROWS:
             logits = self._woq_linear(hidden_states, self.qweight).float()
         else:
+            if self._act_block:
+                hidden_states = round_activations(
+                    hidden_states, self._act_block).to(hidden_states.dtype)
             logits = self._linear(hidden_states, self.weight).float()
         if self.soft_cap is not None:
             logits = torch.tanh(logits / self.soft_cap) * self.soft_cap
