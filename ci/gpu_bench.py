@@ -24,7 +24,9 @@ L  LoRA: A (Pagoda alone) with 8 rank-16 adapters of every projection spread ove
 S  structured outputs: A (Pagoda alone) with a JSON schema on every request, beside the same
    run without (a stand-in tokenizer with ASCII characters, so JSON can be spelled)
 W  dependent launch: C with INT4, bf16 and FP8 weights, each with programmatic dependent
-   launch off and on (PAGODA_CUDA_DEPENDENT_LAUNCH=0/1), in one run; `W4` runs INT4 alone
+   launch off and on (PAGODA_CUDA_DEPENDENT_LAUNCH=0/1), in one run; `W4` runs INT4 alone;
+   `WF-int4` (or WF-bf16, WF-bf16+fp8 ...): C with those weights and dependent launch off,
+   for every kernel, for all but the Triton matmuls, and for the matmuls alone
 U  fused decode layers: C with bf16, FP8 and INT4 weights, each with the layers' norms and
    SiLU run as kernels of their own and computed by the one-row matmuls
    (PAGODA_CUDA_FUSE_DECODE=0/1), in one run
@@ -252,6 +254,21 @@ def dependent_launch(out: Path, llama: Path, s: dict, int4_only: bool = False) -
                                                      ("fp8", "fp8"))
     return [quantized_c(out, llama, s, tag, q, "report", {"PAGODA_CUDA_DEPENDENT_LAUNCH": pdl})
             for tag, q in weights for pdl in "01"]
+
+
+DEPENDENT_SUBSETS = {"off": "0", "all": "1", "small-native": "elementwise,attention,reduce,native",
+                     "gemv-native": "gemv,native"}
+"""WF's settings of PAGODA_CUDA_DEPENDENT_LAUNCH, by name: none, every kernel, all but the
+Triton matmuls, the matmuls alone."""
+
+
+def dependent_families(out: Path, llama: Path, s: dict, tags: str) -> list[dict]:
+    """WF-<tags>: C with the weights of `tags` ("int4", "bf16", "fp8", joined by "+") and each
+    of DEPENDENT_SUBSETS launched dependently."""
+    quantization = {"int4": "int4", "bf16": "", "fp8": "fp8"}
+    return [quantized_c(out, llama, s, tag, quantization[tag], "report",
+                        {"PAGODA_CUDA_DEPENDENT_LAUNCH": value}, name=f"{tag}-pdl-{label}")
+            for tag in tags.split("+") for label, value in DEPENDENT_SUBSETS.items()]
 
 
 def native_c(out: Path, llama: Path, s: dict) -> list[dict]:
@@ -578,6 +595,9 @@ def main() -> int:
             "Y": lambda: llama70b(out, big, shape(big)), "Z": lambda: all_reduce(out)}
     for key in dict.fromkeys(wanted):
         try:
+            if key.startswith("WF-"):  # e.g. WF-int4 or WF-bf16+fp8
+                rows += dependent_families(out, llama, s8, key[3:])
+                continue
             rows += plan[key]()
         except Exception as exc:  # one failed benchmark must not hide the others
             failures.append(f"{key}: {exc}")

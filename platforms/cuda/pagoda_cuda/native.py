@@ -17,6 +17,8 @@ from pathlib import Path
 
 import torch
 
+from pagoda.kernels.triton.launch import KERNEL_FAMILIES
+
 MIN_CAPABILITY = (8, 0)
 """mma.sync with bfloat16 operands (the library's oldest target, setup.py's ARCHS)."""
 
@@ -35,28 +37,39 @@ DTYPE_CODES = {torch.bfloat16: 0, torch.float16: 1}
 DEPENDENT_LAUNCH_CAPABILITY = (9, 0)
 """The first compute capability with programmatic dependent launch."""
 DEPENDENT_LAUNCH_ENV = "PAGODA_CUDA_DEPENDENT_LAUNCH"
-"""Set to 1 to launch each kernel while the kernel ahead of it in the stream still runs
-(programmatic dependent launch, from sm_90 on): the Triton kernels and this library's, which
-load their first weights before they wait for their inputs. Off by default: on an H100 it
-takes an 8B model's time per token with INT4 weights from 3.06 to 2.91 ms but with bf16
-weights from 5.67 to 5.86 (bench W, docs/benchmarks.md)."""
+"""Which kernels launch while the kernel ahead of them in the stream still runs
+(programmatic dependent launch, from sm_90 on): 0 (the default) none, 1 all, or a comma
+list of families: the Triton kernels' (`pagoda.kernels.triton.launch.KERNEL_FAMILIES`)
+and "native" (this library's, which load their first weights before they wait for their
+inputs). All of them: on an H100 an 8B model's time per token with INT4 weights goes from
+3.06 to 2.91 ms, but with bf16 weights from 5.67 to 5.86 (bench W, docs/benchmarks.md)."""
+DEPENDENT_FAMILIES = frozenset((*KERNEL_FAMILIES, "native"))
 
 
-def dependent_launch_wanted() -> bool:
-    """Whether PAGODA_CUDA_DEPENDENT_LAUNCH asks for dependent launches."""
-    mode = os.environ.get(DEPENDENT_LAUNCH_ENV, "0")
-    if mode not in ("0", "1"):
-        raise ValueError(f"{DEPENDENT_LAUNCH_ENV}={mode!r}: expected 0 or 1")
-    return mode == "1"
+def dependent_launch_wanted() -> frozenset[str]:
+    """The kernel families PAGODA_CUDA_DEPENDENT_LAUNCH asks to launch dependently."""
+    mode = os.environ.get(DEPENDENT_LAUNCH_ENV, "0").strip()
+    if mode in ("0", "1"):
+        return DEPENDENT_FAMILIES if mode == "1" else frozenset()
+    families = frozenset(f.strip() for f in mode.split(","))
+    if not families <= DEPENDENT_FAMILIES:
+        raise ValueError(f"{DEPENDENT_LAUNCH_ENV}={mode!r}: expected 0, 1 or families among "
+                         f"{', '.join(sorted(DEPENDENT_FAMILIES))}")
+    return families
 
 
 @functools.cache
-def dependent_launch(index: int) -> bool:
-    """Whether kernels launch dependently on CUDA device `index`, decided once a process
-    from its capability and the variable: this library's at each launch, the Triton
-    kernels' through `pagoda_cuda.triton_ops.device_launch`."""
+def dependent_families(index: int) -> frozenset[str]:
+    """The kernel families launched dependently on CUDA device `index`, decided once a
+    process from its capability and the variable: the Triton kernels' through
+    `pagoda_cuda.triton_ops.device_launch`, this library's ("native") at each launch."""
     capable = torch.cuda.get_device_capability(index) >= DEPENDENT_LAUNCH_CAPABILITY
-    return capable and dependent_launch_wanted()
+    return dependent_launch_wanted() if capable else frozenset()
+
+
+def dependent_launch(index: int) -> bool:
+    """Whether this library's kernels launch dependently on CUDA device `index`."""
+    return "native" in dependent_families(index)
 
 
 class NativeKernelError(RuntimeError):

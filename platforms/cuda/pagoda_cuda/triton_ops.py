@@ -1,7 +1,8 @@
 """The shared Triton kernels as NVIDIA GPUs launch them: with Triton's defaults, or, when
-PAGODA_CUDA_DEPENDENT_LAUNCH=1 on compute capability 9.0 and up (Hopper on;
-`pagoda_cuda.native.dependent_launch` decides for every kernel), each launched while the
-one ahead of it still runs (programmatic dependent launch, `TritonLaunch.dependent_launch`).
+PAGODA_CUDA_DEPENDENT_LAUNCH names them (1: all) on compute capability 9.0 and up (Hopper
+on; `pagoda_cuda.native.dependent_families` decides for every kernel), those families
+launched while the kernel ahead still runs (programmatic dependent launch,
+`TritonLaunch.dependent_launch`).
 That is off by default: on the H200 one 8B request's 128 tokens took 607 against 581 ms in
 bf16 and 484 against 423 ms with FP8 weights with it (`pagoda bench latency`, session 12 in
 docs/benchmarks.md; not profiled: the likely cost is a kernel launched early holding
@@ -20,15 +21,15 @@ import torch
 from pagoda.kernels.triton.common import dependent_launch_supported
 from pagoda.kernels.triton.launch import TritonLaunch
 from pagoda.kernels.triton.launched import LaunchedKernels
-from pagoda_cuda.native import dependent_launch
+from pagoda_cuda.native import dependent_families
 
 
 @functools.cache
 def device_launch(device: torch.device) -> TritonLaunch:
     """Launch parameters for `device` (decided once)."""
     index = device.index if device.index is not None else torch.cuda.current_device()
-    return TritonLaunch(dependent_launch=dependent_launch(index)
-                        and dependent_launch_supported())
+    return TritonLaunch(dependent_launch=dependent_families(index)
+                        if dependent_launch_supported() else frozenset())
 
 
 def _launch(device: torch.device) -> TritonLaunch:

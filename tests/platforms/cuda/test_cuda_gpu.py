@@ -5,7 +5,6 @@ greedy tokens identical to the CPU platform's through the whole engine."""
 from __future__ import annotations
 
 import json
-import os
 import random
 import subprocess
 import sys
@@ -355,12 +354,12 @@ def test_hopper_launches_a_steps_kernels_dependently(monkeypatch: pytest.MonkeyP
 
     device = torch.device("cuda", 0)
     capable = torch.cuda.get_device_capability(device) >= (9, 0)
-    wanted = os.environ.get("PAGODA_CUDA_DEPENDENT_LAUNCH") == "1"
-    assert device_launch(device).dependent_launch == (capable and wanted)
+    wanted = native.dependent_launch_wanted()
+    assert device_launch(device).dependent_launch == (wanted if capable else frozenset())
     monkeypatch.setenv("PAGODA_CUDA_DEPENDENT_LAUNCH", "1")
     monkeypatch.setattr(triton_ops, "device_launch", device_launch.__wrapped__)
-    monkeypatch.setattr(triton_ops, "dependent_launch", native.dependent_launch.__wrapped__)
-    assert triton_ops.device_launch(device).dependent_launch == capable
+    monkeypatch.setattr(triton_ops, "dependent_families", native.dependent_families.__wrapped__)
+    assert bool(triton_ops.device_launch(device).dependent_launch) == capable
     gen = torch.Generator(device).manual_seed(5)
     x = torch.randn(1, 1024, device=device, dtype=torch.bfloat16, generator=gen)
     up = torch.randn(2048, 1024, device=device, dtype=torch.bfloat16, generator=gen) / 32

@@ -80,16 +80,19 @@ def test_launchers_refuse_what_their_kernels_do_not_take() -> None:
 
 
 def test_dependent_launch_variable(monkeypatch: pytest.MonkeyPatch) -> None:
-    """PAGODA_CUDA_DEPENDENT_LAUNCH: off by default, on with 1; anything else is refused,
-    naming the variable."""
+    """PAGODA_CUDA_DEPENDENT_LAUNCH: off by default, every family with 1, or the families
+    it lists; anything else is refused, naming the variable and the families."""
     monkeypatch.delenv(native.DEPENDENT_LAUNCH_ENV, raising=False)
-    assert not native.dependent_launch_wanted()
-    for mode, wanted in (("0", False), ("1", True)):
+    assert native.dependent_launch_wanted() == frozenset()
+    every = {"attention", "reduce", "elementwise", "gemv", "native"}
+    for mode, wanted in (("0", set()), ("1", every), ("gemv, native", {"gemv", "native"}),
+                         ("elementwise", {"elementwise"})):
         monkeypatch.setenv(native.DEPENDENT_LAUNCH_ENV, mode)
         assert native.dependent_launch_wanted() == wanted
-    monkeypatch.setenv(native.DEPENDENT_LAUNCH_ENV, "yes")
-    with pytest.raises(ValueError, match="PAGODA_CUDA_DEPENDENT_LAUNCH='yes'"):
-        native.dependent_launch_wanted()
+    for mode in ("yes", "gemv,matmul"):
+        monkeypatch.setenv(native.DEPENDENT_LAUNCH_ENV, mode)
+        with pytest.raises(ValueError, match=f"PAGODA_CUDA_DEPENDENT_LAUNCH={mode!r}.*gemv"):
+            native.dependent_launch_wanted()
 
 
 def test_provider_hands_triton_what_the_kernel_does_not_take() -> None:
@@ -247,7 +250,7 @@ def test_dependent_launches_wait_for_their_inputs(monkeypatch: pytest.MonkeyPatc
 
     def run(mode: str) -> tuple[torch.Tensor, torch.Tensor]:
         monkeypatch.setenv(native.DEPENDENT_LAUNCH_ENV, mode)
-        native.dependent_launch.cache_clear()  # decided once a process
+        native.dependent_families.cache_clear()  # decided once a process
         eager = chain()
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph):
@@ -260,5 +263,5 @@ def test_dependent_launches_wait_for_their_inputs(monkeypatch: pytest.MonkeyPatc
     assert torch.equal(serial[0], serial[1])
     dependent = run("1")
     assert native.dependent_launch(0) == (torch.cuda.get_device_capability(0) >= (9, 0))
-    native.dependent_launch.cache_clear()  # the next test reads the variable as it is
+    native.dependent_families.cache_clear()  # the next test reads the variable as it is
     assert torch.equal(dependent[0], serial[0]) and torch.equal(dependent[1], serial[0])

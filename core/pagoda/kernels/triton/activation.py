@@ -44,7 +44,7 @@ def _gated(x: torch.Tensor, act: int, launch: TritonLaunch) -> torch.Tensor:
     if x2.shape[0] and d:
         _gated_kernel[(x2.shape[0], triton.cdiv(d, block))](
             out2, x2, d, out2.stride(0), x2.stride(0), ACT=act, BLOCK=block,
-            **launch.elementwise.kwargs(), **launch.dependency())
+            **launch.elementwise.kwargs(), **launch.dependency("elementwise"))
     return out
 
 

@@ -98,13 +98,13 @@ def paged_attention(
         HEAD_SIZE=head_size, HEAD_PAD=head_pad, BLOCK_SIZE=block_size, TILE_N=tile_n,
         USE_WINDOW=sliding_window is not None, USE_SOFT_CAP=logits_soft_cap is not None,
         NUM_SPLITS=num_splits, DOT_DTYPE=dot_dtype(query.dtype, _attention_kernel),
-        KV_FP8=fp8, **launch.attention.kwargs(), **launch.dependency(),
+        KV_FP8=fp8, **launch.attention.kwargs(), **launch.dependency("attention"),
     )
     if num_splits > 1:
         _reduce_splits_kernel[(num_tokens, num_heads)](
             out, *parts, query_start_loc, num_seqs, out.stride(0), out.stride(1),
             NUM_SPLITS=num_splits, SPLITS_PAD=pow2(num_splits), HEAD_SIZE=head_size,
-            HEAD_PAD=head_pad, **launch.reduce.kwargs(), **launch.dependency(),
+            HEAD_PAD=head_pad, **launch.reduce.kwargs(), **launch.dependency("reduce"),
         )
     return out
 

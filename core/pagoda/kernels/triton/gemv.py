@@ -238,7 +238,7 @@ def sum_splits(out2: torch.Tensor, part: torch.Tensor, bias: torch.Tensor | None
     _sum_splits_kernel[(m, triton.cdiv(n, block))](
         out2, part, bias if bias is not None else part, m, n, out2.stride(0), splits,
         HAS_BIAS=bias is not None, NUM_SPLITS=most or splits, BLOCK=block,
-        **launch.elementwise.kwargs(), **(launch.dependency() if dependent else {"PDL": False}))
+        **launch.elementwise.kwargs(), **(launch.dependency("reduce") if dependent else {"PDL": False}))
 
 
 def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None, *,
@@ -287,7 +287,7 @@ def linear_with(x: torch.Tensor | RowInput, weight: torch.Tensor, bias: torch.Te
         DOT_DTYPE=dot_dtype(x2.dtype, _gemv_kernel), HAS_BIAS=bias is not None,
         NUM_SPLITS=splits, STAGES=plan.num_stages, **row.kernel_constants(),
         **rotary_constants(rotary),
-        num_warps=plan.num_warps, num_stages=plan.num_stages, **launch.dependency(),
+        num_warps=plan.num_warps, num_stages=plan.num_stages, **launch.dependency("gemv"),
     )
     if splits > 1:
         sum_splits(out2, part, bias, splits, launch=launch)

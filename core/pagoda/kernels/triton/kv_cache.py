@@ -98,5 +98,5 @@ def write_kv_cache(
         key_cache.stride(0), key_cache.stride(1), key_cache.stride(2),
         NUM_KV_HEADS=num_kv_heads, HEAD_SIZE=head_size, BLOCK_SIZE=kv_cache.shape[2],
         HEADS_PAD=pow2(num_kv_heads), HEAD_PAD=pow2(head_size), FP8=fp8,
-        **launch.elementwise.kwargs(), **launch.dependency(),
+        **launch.elementwise.kwargs(), **launch.dependency("elementwise"),
     )

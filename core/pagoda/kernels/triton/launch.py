@@ -13,6 +13,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+KERNEL_FAMILIES = ("attention", "reduce", "elementwise", "gemv")
+"""The Triton kernels by family, as `TritonLaunch` names them: paged attention, its split
+sums, row and element kernels (norms, rotary, activations, KV cache writes), and the
+matmuls of a few rows (dense, FP8 and INT8, weight-only)."""
+
 
 @dataclass(frozen=True)
 class LaunchParams:
@@ -44,16 +49,20 @@ class TritonLaunch:
     """`_gemv_kernel`: matmuls of a few rows. None keeps the kernel's own choice for the
     shape (see `pagoda.kernels.triton.gemv.plan_gemv`), not Triton's default."""
 
-    dependent_launch: bool = False
+    dependent_launch: frozenset[str] = frozenset()
     """Programmatic dependent launch (NVIDIA GPUs of compute capability 9.0 and up): the
-    kernels of a decode step (matmuls of a few rows, norms, rotary, cache writes, attention,
-    activations) are launched while the kernel ahead of them still runs, and wait for it
-    (`common.wait_for_prior_kernels`) before they touch memory. Saves most of each launch's
-    gap in a step of hundreds of short kernels."""
+    kernel families (`KERNEL_FAMILIES`, or a platform's own kernels' names) launched while
+    the kernel ahead of them still runs. Where any is named, every kernel lets the next one
+    launch early and waits for the kernels ahead (`common.wait_for_prior_kernels`) before it
+    touches memory (a kernel launched normally finds nothing to wait for); those of the
+    named families are launched early themselves, saving most of their launch's gap."""
 
-    def dependency(self) -> dict[str, Any]:
-        """The launch arguments of a kernel taking `PDL` (see `dependent_launch`)."""
-        return {"PDL": True, "launch_pdl": True} if self.dependent_launch else {"PDL": False}
+    def dependency(self, family: str) -> dict[str, Any]:
+        """The launch arguments of a kernel of `family` taking `PDL` (see
+        `dependent_launch`)."""
+        if not self.dependent_launch:
+            return {"PDL": False}
+        return {"PDL": True, "launch_pdl": family in self.dependent_launch}
 
 
 DEFAULT_LAUNCH = TritonLaunch()

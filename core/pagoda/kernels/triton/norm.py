@@ -69,7 +69,7 @@ def _launch(x: torch.Tensor, residual: torch.Tensor | None, weight: torch.Tensor
             out2, sum2, x2, r2, weight.contiguous(), width, eps,
             out2.stride(0), sum2.stride(0), x2.stride(0), r2.stride(0),
             HAS_RESIDUAL=residual is not None, BLOCK=min(pow2(width), MAX_BLOCK),
-            **launch.elementwise.kwargs(), **launch.dependency(),
+            **launch.elementwise.kwargs(), **launch.dependency("elementwise"),
         )
     return out, summed if residual is not None else None
 

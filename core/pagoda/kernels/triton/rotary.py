@@ -88,6 +88,6 @@ def rotary_embedding(
             NUM_HEADS=num_heads, NUM_KV_HEADS=num_kv_heads, HEAD_SIZE=head_size,
             ROT_DIM=rot_dim, IS_NEOX=is_neox, HEADS_PAD=pow2(num_heads),
             KV_HEADS_PAD=pow2(num_kv_heads), HALF_PAD=pow2(rot_dim // 2),
-            HEAD_PAD=pow2(head_size), **launch.elementwise.kwargs(), **launch.dependency(),
+            HEAD_PAD=pow2(head_size), **launch.elementwise.kwargs(), **launch.dependency("elementwise"),
         )
     return q_out, k_out

@@ -259,7 +259,7 @@ def fp8_row_gemv(out2: torch.Tensor, x2: torch.Tensor | RowInput, static: torch.
         X_BLOCK=min(pow2(k, 16), AMAX_BLOCK if row.kind == PLAIN else ROW_INPUT_AMAX_BLOCK),
         ASM=not interpreted(_fp8_row_gemv_kernel), **row.kernel_constants(),
         **rotary_constants(rotary),
-        num_warps=plan.num_warps, num_stages=plan.num_stages, **launch.dependency(),
+        num_warps=plan.num_warps, num_stages=plan.num_stages, **launch.dependency("gemv"),
     )
     if splits > 1:
         sum_splits(out2, part, bias, splits, launch=launch)

@@ -172,7 +172,7 @@ def woq_dot(out2: torch.Tensor, x2: torch.Tensor, weight: PackedGroupWeight,
         BLOCK_N=plan.block_n, GROUPS_PER_STEP=steps, HAS_BIAS=bias is not None,
         NUM_SPLITS=splits, STAGES=plan.num_stages,
         DOT_DTYPE=dot_dtype(x2.dtype, _woq_dot_kernel), num_warps=plan.num_warps,
-        num_stages=plan.num_stages, **launch.dependency(),
+        num_stages=plan.num_stages, **launch.dependency("gemv"),
     )
     if splits > 1:
         sum_splits(out2, part, bias, splits, launch=launch)

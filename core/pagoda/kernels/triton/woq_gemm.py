@@ -255,7 +255,7 @@ def woq_gemv(out2: torch.Tensor, x2: torch.Tensor | RowInput, weight: PackedGrou
         BITS=weight.bits, GROUP=group, BLOCK_M=pow2(m), BLOCK_N=plan.block_n,
         BLOCK_K=plan.block_k, HAS_BIAS=bias is not None, NUM_SPLITS=splits,
         STAGES=plan.num_stages, **row.kernel_constants(), **rotary_constants(rotary),
-        num_warps=plan.num_warps, num_stages=plan.num_stages, **launch.dependency(),
+        num_warps=plan.num_warps, num_stages=plan.num_stages, **launch.dependency("gemv"),
     )
     if splits > 1:
         sum_splits(out2, part, bias, splits, launch=launch)
