@@ -41,8 +41,10 @@ DEPENDENT_LAUNCH_ENV = "PAGODA_CUDA_DEPENDENT_LAUNCH"
 (programmatic dependent launch, from sm_90 on): 0 (the default) none, 1 all, or a comma
 list of families: the Triton kernels' (`pagoda.kernels.triton.launch.KERNEL_FAMILIES`)
 and "native" (this library's, which load their first weights before they wait for their
-inputs). All of them: on an H100 an 8B model's time per token with INT4 weights goes from
-3.06 to 2.91 ms, but with bf16 weights from 5.67 to 5.86 (bench W, docs/benchmarks.md)."""
+inputs). On an H100, an 8B model's time per token (bench WF, docs/benchmarks.md): INT4
+weights 3.07 ms off, 2.92 with every kernel and with "elementwise,attention,reduce,native";
+bf16 weights 5.78, 5.98 and 5.80. FP8 is unmeasured under the latter, so the default stays
+off."""
 DEPENDENT_FAMILIES = frozenset((*KERNEL_FAMILIES, "native"))
 
 
