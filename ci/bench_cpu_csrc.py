@@ -20,7 +20,7 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import torch
 
@@ -102,6 +102,15 @@ def attention_rows(dtype: torch.dtype) -> list[tuple[str, Callable[[], object], 
     return rows
 
 
+def packed_weights() -> Iterator[tuple[str, int, int, csrc_ops.PackedWoqWeight]]:
+    """(label, K, N, the native kernels' weight) of SmolLM2's gate_up and down (Q4_1) and its
+    head (Q8_0), random."""
+    for label, bits, k, n in (("Q4_1", 4, HIDDEN, 2 * INTERMEDIATE), ("Q4_1", 4, INTERMEDIATE, HIDDEN),
+                              ("Q8_0", 8, HIDDEN, 49152)):
+        weight = group_weight(torch.randn(n, k) * k**-0.5, bits, 32, symmetric=bits == 8)
+        yield label, k, n, csrc_ops.prepare_woq(weight, torch.float32)
+
+
 def woq_paths(reps: int) -> None:
     """The three float32 paths of `csrc_ops.woq_linear` side by side at each row count:
     the GEMV kernel, the GEMM kernel and the weight dequantized for `ops.linear` (what
@@ -109,10 +118,7 @@ def woq_paths(reps: int) -> None:
     kern = csrc.native()
     assert kern is not None
     print("\n| float32 woq_linear paths | GEMV | GEMM | dequantize + linear |\n| --- | --- | --- | --- |")
-    for label, bits, k, n in (("Q4_1", 4, HIDDEN, 2 * INTERMEDIATE), ("Q4_1", 4, INTERMEDIATE, HIDDEN),
-                              ("Q8_0", 8, HIDDEN, 49152)):
-        weight = group_weight(torch.randn(n, k) * k**-0.5, bits, 32, symmetric=bits == 8)
-        w = csrc_ops.prepare_woq(weight, torch.float32)
+    for label, k, n, w in packed_weights():
         packed = (w.codes, w.scales, w.offsets, w.bits)
         for m in (8, 16, 64, 512, 2048):
             x = torch.randn(m, k)
@@ -129,10 +135,7 @@ def int8_activation_gemv(reps: int) -> None:
     kern = csrc.native()
     assert kern is not None
     print("\n| GEMV | float32 x | int8 x | speed-up |\n| --- | --- | --- | --- |")
-    for label, bits, k, n in (("Q4_1", 4, HIDDEN, 2 * INTERMEDIATE), ("Q4_1", 4, INTERMEDIATE, HIDDEN),
-                              ("Q8_0", 8, HIDDEN, 49152)):
-        weight = group_weight(torch.randn(n, k) * k**-0.5, bits, 32, symmetric=bits == 8)
-        w = csrc_ops.prepare_woq(weight, torch.float32)
+    for label, k, n, w in packed_weights():
         packed = (w.codes, w.scales, w.offsets, w.bits, None)
         for m in (1, 4, 8):
             x = torch.randn(m, k)

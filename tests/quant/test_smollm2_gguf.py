@@ -45,6 +45,25 @@ def _prompt_logprobs(llm: LLM, ids: list[int], top: int) -> list:
     return out.prompt_logprobs[1:]
 
 
+def _assert_follows_dense(dense: LLM, prompt: list[int], out, margin: float) -> None:
+    """The dense model's logprobs along `out`'s text: its top choice must be ours, or a
+    near-tie (closer than `margin`), after which the texts legitimately differ."""
+    ours = out.outputs[0].token_ids
+    assert len(ours) == NEW_TOKENS
+    for i, entry in enumerate(_prompt_logprobs(dense, prompt + ours, 1)[len(prompt) - 1:]):
+        if entry.rank != 1:
+            gap = entry.logprobs[1] - entry.logprobs[0]
+            assert gap < margin, f"token {i} of {out.prompt!r}: logprob gap {gap:.3f}"
+            break
+
+
+def _prompt_logprobs_against_dense(dense: LLM, other: LLM) -> tuple[torch.Tensor, torch.Tensor]:
+    """`other`'s and the dense model's logprobs of one chat prompt's tokens."""
+    ids = _chat_ids(dense, QUESTIONS[1])
+    return tuple(torch.tensor([e.logprobs[0] for e in _prompt_logprobs(llm, ids, 0)])
+                 for llm in (other, dense))
+
+
 def test_engine_reports_the_method(dense, packed):
     assert packed.engine.core.info["quantization"] == "gguf"
     assert dense.engine.core.info["quantization"] == "none"
@@ -55,20 +74,11 @@ def test_greedy_tokens_match_dense(dense, packed):
     params = SamplingParams(temperature=0.0, max_tokens=NEW_TOKENS, ignore_eos=True)
     outputs = packed.generate([{"prompt_token_ids": p} for p in prompts], params, use_tqdm=False)
     for prompt, out in zip(prompts, outputs):
-        ours = out.outputs[0].token_ids
-        assert len(ours) == NEW_TOKENS
-        # The dense model's logprobs along our text: its top choice must be ours, or a near-tie.
-        for i, entry in enumerate(_prompt_logprobs(dense, prompt + ours, 1)[len(prompt) - 1:]):
-            if entry.rank != 1:
-                gap = entry.logprobs[1] - entry.logprobs[0]
-                assert gap < TIE_MARGIN, f"token {i} of {out.prompt!r}: logprob gap {gap:.3f}"
-                break  # after a near-tie flip the texts legitimately differ
+        _assert_follows_dense(dense, prompt, out, TIE_MARGIN)
 
 
 def test_prompt_logprobs_close_to_dense(dense, packed):
-    ids = _chat_ids(dense, QUESTIONS[1])
-    ours = torch.tensor([e.logprobs[0] for e in _prompt_logprobs(packed, ids, 0)])
-    ref = torch.tensor([e.logprobs[0] for e in _prompt_logprobs(dense, ids, 0)])
+    ours, ref = _prompt_logprobs_against_dense(dense, packed)
     assert (ours - ref).abs().mean() < 0.05
     torch.testing.assert_close(ours, ref, atol=0.15, rtol=0.02)
 
@@ -131,18 +141,10 @@ def test_a8_greedy_tokens_follow_dense_alone_and_in_a_batch(dense, a8):
     batch = a8.generate([{"prompt_token_ids": p} for p in prompts], params, use_tqdm=False)
     alone = [a8.generate([{"prompt_token_ids": p}], params, use_tqdm=False)[0] for p in prompts]
     for prompt, out in zip(prompts * 2, batch + alone):
-        ours = out.outputs[0].token_ids
-        assert len(ours) == NEW_TOKENS
-        for i, entry in enumerate(_prompt_logprobs(dense, prompt + ours, 1)[len(prompt) - 1:]):
-            if entry.rank != 1:
-                gap = entry.logprobs[1] - entry.logprobs[0]
-                assert gap < A8_TIE_MARGIN, f"token {i} of {out.prompt!r}: logprob gap {gap:.3f}"
-                break
+        _assert_follows_dense(dense, prompt, out, A8_TIE_MARGIN)
 
 
 def test_a8_prompt_logprobs_close_to_dense(dense, a8):
-    ids = _chat_ids(dense, QUESTIONS[1])
-    ours = torch.tensor([e.logprobs[0] for e in _prompt_logprobs(a8, ids, 0)])
-    ref = torch.tensor([e.logprobs[0] for e in _prompt_logprobs(dense, ids, 0)])
+    ours, ref = _prompt_logprobs_against_dense(dense, a8)
     assert (ours - ref).abs().mean() < 0.15
     torch.testing.assert_close(ours, ref, atol=0.6, rtol=0.05)
