@@ -72,12 +72,13 @@ def test_a_platform_without_the_kernel_is_refused_naming_the_layer_and_who_can()
     with pytest.raises(OpResolutionError, match=(
             r"layer model\.layers\.0\.self_attn\.qkv_proj \(GGUF .*\) needs op 'woq_linear', "
             r"which platform 'template' does not offer .*platforms that offer it: .*cpu")):
-        LLM("smollm2-135m-instruct", device="template", quantization="gguf")
+        LLM("smollm2-135m-instruct", device="template", quantization="gguf_a8")
 
 
-def test_gguf_with_an_hf_checkpoint_is_refused(tmp_path):
+@pytest.mark.parametrize("method", ["gguf", "gguf_a8"])
+def test_gguf_with_an_hf_checkpoint_is_refused(tmp_path, method):
     path = make_checkpoint(tmp_path / "llama", tiny_configs()["llama"])
-    with pytest.raises(ValueError, match=r"'gguf' reads gguf checkpoints only, not .*\(hf\)"):
-        LLM(str(path), device="cpu", quantization="gguf")
+    with pytest.raises(ValueError, match=rf"'{method}' reads gguf checkpoints only, not .*\(hf\)"):
+        LLM(str(path), device="cpu", quantization=method)
     with pytest.raises(ValueError, match="not dummy weights"):
-        LLM(str(path), device="cpu", quantization="gguf", load_format="dummy")
+        LLM(str(path), device="cpu", quantization=method, load_format="dummy")
