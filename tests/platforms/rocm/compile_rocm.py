@@ -38,14 +38,19 @@ def _sm90_module() -> Any:
     return module
 
 
-def params_for(fn: Any, launch: TritonLaunch) -> LaunchParams:
+def family_of(fn: Any) -> str:
+    """The kernel's family, as `TritonLaunch` names its parameters."""
     if fn is _attention_kernel:
-        return launch.attention
+        return "attention"
     if fn is _reduce_splits_kernel:
-        return launch.reduce
+        return "reduce"
     if fn is _gemv_kernel:
-        return launch.gemv
-    return launch.elementwise
+        return "gemv"
+    return "elementwise"
+
+
+def params_for(fn: Any, launch: TritonLaunch) -> LaunchParams:
+    return getattr(launch, family_of(fn))
 
 
 def _stat(amdgcn: str, name: str) -> int:
@@ -64,7 +69,7 @@ def main(arch: str) -> int:
         if fn is _gemv_kernel:  # its K loop is pipelined as deep as the launch says
             consts = {**consts, "STAGES": options["num_stages"]}
         if "PDL" in fn.arg_names:  # AMD GPUs have no dependent launch (launch.dependency())
-            consts = {**consts, **launch.dependency()}
+            consts = {**consts, **launch.dependency(family_of(fn))}
         start = time.perf_counter()
         try:
             compiled = triton.compile(ASTSource(fn, sm90._signature(fn, data, consts, wide),
