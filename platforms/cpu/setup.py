@@ -17,9 +17,10 @@ import sys
 from setuptools import setup
 
 X86 = platform.machine().lower() in ("x86_64", "amd64")
+AVX512 = ["-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512dq", "-mavx2", "-mfma", "-mf16c"]
 ISA_SOURCES = {
-    "csrc/kernels_avx512.cpp": ["-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512dq",
-                                "-mavx2", "-mfma", "-mf16c"] if X86 else [],
+    "csrc/kernels_avx512_vnni.cpp": [*AVX512, "-mavx512vnni"] if X86 else [],
+    "csrc/kernels_avx512.cpp": AVX512 if X86 else [],
     "csrc/kernels_avx2.cpp": ["-mavx2", "-mfma", "-mf16c"] if X86 else [],
     "csrc/kernels_generic.cpp": [],
 }

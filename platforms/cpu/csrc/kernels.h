@@ -92,6 +92,7 @@ struct Kernels {
 };
 
 // The table of each build, or null where this compiler or machine has no such build.
+const Kernels* kernels_avx512_vnni();
 const Kernels* kernels_avx512();
 const Kernels* kernels_avx2();
 const Kernels* kernels_generic();

@@ -17,6 +17,7 @@ namespace {
 const Kernels* active = nullptr;
 
 const Kernels* by_name(const std::string& isa) {
+  if (isa == "avx512_vnni") return kernels_avx512_vnni();
   if (isa == "avx512") return kernels_avx512();
   if (isa == "avx2") return kernels_avx2();
   if (isa == "generic") return kernels_generic();

@@ -1,9 +1,10 @@
 """pagoda-cpu's native kernels: `platforms/cpu/csrc`, built into `pagoda_cpu._C` when the
 package is installed (setup.py). One build holds the kernels for each instruction set
-(AVX-512, AVX2 and a portable one); the best this CPU runs is chosen once, from its flags.
+(AVX-512 with VNNI, AVX-512, AVX2 and a portable one); the best this CPU runs is chosen
+once, from its flags.
 
-PAGODA_CPU_ISA ("avx512", "avx2" or "generic") picks one instead, e.g. to run the AVX2
-path on an AVX-512 machine; without it, ATEN_CPU_CAPABILITY ("avx512", "avx2",
+PAGODA_CPU_ISA ("avx512_vnni", "avx512", "avx2" or "generic") picks one instead, e.g. to
+run the AVX2 path on an AVX-512 machine; without it, ATEN_CPU_CAPABILITY ("avx512", "avx2",
 "default"), PyTorch's own override, is honoured the same way. Naming an instruction set
 this CPU lacks is an error. Where the kernels were not built (no compiler at install,
 an isolated build without torch), the providers that need them report themselves
@@ -24,8 +25,10 @@ logger = logging.getLogger(__name__)
 
 ISA_ENV = "PAGODA_CPU_ISA"
 ATEN_ISA_ENV = "ATEN_CPU_CAPABILITY"
+_AVX512 = frozenset({"avx512f", "avx512bw", "avx512vl", "avx512dq", "avx2", "fma", "f16c"})
 ISA_FLAGS: dict[str, frozenset[str]] = {
-    "avx512": frozenset({"avx512f", "avx512bw", "avx512vl", "avx512dq", "avx2", "fma", "f16c"}),
+    "avx512_vnni": _AVX512 | {"avx512_vnni"},
+    "avx512": _AVX512,
     "avx2": frozenset({"avx2", "fma", "f16c"}),
     "generic": frozenset(),
 }
