@@ -262,7 +262,7 @@ DEPENDENT_SUBSETS = {"off": "0", "all": "1", "small-native": "elementwise,attent
 Triton matmuls, the matmuls alone."""
 
 
-def dependent_families(out: Path, llama: Path, s: dict, tags: str) -> list[dict]:
+def dependent_subsets(out: Path, llama: Path, s: dict, tags: str) -> list[dict]:
     """WF-<tags>: C with the weights of `tags` ("int4", "bf16", "fp8", joined by "+") and each
     of DEPENDENT_SUBSETS launched dependently."""
     quantization = {"int4": "int4", "bf16": "", "fp8": "fp8"}
@@ -596,7 +596,7 @@ def main() -> int:
     for key in dict.fromkeys(wanted):
         try:
             if key.startswith("WF-"):  # e.g. WF-int4 or WF-bf16+fp8
-                rows += dependent_families(out, llama, s8, key[3:])
+                rows += dependent_subsets(out, llama, s8, key[3:])
                 continue
             rows += plan[key]()
         except Exception as exc:  # one failed benchmark must not hide the others

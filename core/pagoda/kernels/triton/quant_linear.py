@@ -157,10 +157,14 @@ def woq_linear(x: torch.Tensor, weight: PackedGroupWeight, bias: torch.Tensor | 
                launch: TritonLaunch = DEFAULT_LAUNCH) -> torch.Tensor:
     """See `pagoda.ops.quant_reference.woq_linear`; `weight` from `prepare_woq`."""
     if weight.act_block:  # the rounded values in float32 (a 16-bit copy would round them again)
-        y = woq_linear(round_activations(x, weight.act_block),
-                       dataclasses.replace(weight, act_block=None),
-                       None if bias is None else bias.float(), launch=launch)
-        return y.to(x.dtype)
+        return _woq_linear(round_activations(x, weight.act_block), weight,
+                           None if bias is None else bias.float(), launch).to(x.dtype)
+    return _woq_linear(x, weight, bias, launch)
+
+
+def _woq_linear(x: torch.Tensor, weight: PackedGroupWeight, bias: torch.Tensor | None,
+                launch: TritonLaunch) -> torch.Tensor:
+    """x (as the kernels take it) times `weight` by the kernel for its row count."""
     k, n = x.shape[-1], weight.shape[0]
     x2 = rows(x, k)
     out, out2 = _out(x, n)
