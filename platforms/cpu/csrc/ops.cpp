@@ -144,7 +144,9 @@ at::Tensor woq_product(const at::Tensor& x, const at::Tensor& codes, const at::T
     }
     x32 = at::empty({rows, w.k}, x32.options());  // the rounded values, for the GEMM kernel
     float* xr = x32.data_ptr<float>();
-    for (int64_t i = 0; i < rows * w.k; ++i) xr[i] = float(q8.q[i]) * q8.d[i / 32];
+    at::parallel_for(0, rows, std::max<int64_t>(1, 16384 / w.k), [&](int64_t r0, int64_t r1) {
+      for (int64_t i = r0 * w.k; i < r1 * w.k; ++i) xr[i] = float(q8.q[i]) * q8.d[i / 32];
+    });
   }
   const float* xp = x32.data_ptr<float>();
   if (!gemm) {
