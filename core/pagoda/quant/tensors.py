@@ -146,7 +146,8 @@ QuantizedWeight = Fp8Weight | Int8Weight | GroupQuantWeight
 
 def per_token_scale(x: torch.Tensor, qmax: float, group: int | None = None) -> torch.Tensor:
     """float32 scales amax / qmax of each row of x [T, K] ([T, 1]), or of each group of
-    `group` inputs of each row ([T, ceil(K / group)])."""
+    `group` inputs of each row ([T, ceil(K / group)]), true divisions on every device (as
+    `round_activations`' scales)."""
     xf = x.float().abs()
     if group is None:
         amax = xf.amax(dim=-1, keepdim=True)
@@ -154,7 +155,8 @@ def per_token_scale(x: torch.Tensor, qmax: float, group: int | None = None) -> t
         t, k = xf.shape
         pad = -k % group
         amax = torch.nn.functional.pad(xf, (0, pad)).view(t, -1, group).amax(dim=-1)
-    return amax.clamp(min=MIN_SCALE * qmax) / qmax
+    amax = amax.clamp(min=MIN_SCALE * qmax)
+    return amax / torch.full_like(amax, qmax)
 
 
 def quantize_fp8(x: torch.Tensor, scale: torch.Tensor,
