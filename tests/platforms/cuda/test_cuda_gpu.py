@@ -95,6 +95,8 @@ def test_provider_matches_reference(entry: ProviderEntry, dtype: torch.dtype) ->
     report = check_kernel_provider(entry.provider, dtype, plugin=entry.plugin, device="cuda",
                                    seed=41)
     report.raise_for_failures()
+    if not report.checked and report.skipped[:1] and report.skipped[0].startswith("every case: "):
+        pytest.skip(report.skipped[0])  # unavailable here (symmetric memory on one GPU)
     assert report.checked and not report.skipped
 
 
@@ -258,7 +260,11 @@ def test_gpu_memory_utilization_caps_the_kv_cache(tmp_path: Path) -> None:
     import gc
 
     path = str(make_checkpoint(tmp_path, tiny_configs()["llama"]))
-    total = torch.cuda.mem_get_info(0)[1]
+    gc.collect()
+    torch.cuda.empty_cache()
+    free, total = torch.cuda.mem_get_info(0)
+    # What earlier tests of this process (and anything else) hold counts against the cap.
+    in_use = (total - free) / total
 
     def kv_bytes(utilization: float) -> int:
         llm = LLM(path, device="cuda", dtype="bfloat16", enforce_eager=True,
@@ -269,7 +275,7 @@ def test_gpu_memory_utilization_caps_the_kv_cache(tmp_path: Path) -> None:
         gc.collect()
         return size
 
-    small, large = kv_bytes(0.05), kv_bytes(0.1)
+    small, large = kv_bytes(in_use + 0.05), kv_bytes(in_use + 0.1)
     assert 0 < small <= 0.05 * total
     assert large - small > 0.04 * total  # the extra 5% of the GPU all went to the cache
 
@@ -345,7 +351,8 @@ def test_transformers_fallback_matches_cpu(name: str, tmp_path: Path) -> None:
 
 
 def test_hopper_launches_a_steps_kernels_dependently(monkeypatch: pytest.MonkeyPatch) -> None:
-    """With PAGODA_CUDA_DEPENDENT_LAUNCH=1 (off by default), from sm_90 on, the providers
+    """With PAGODA_CUDA_DEPENDENT_LAUNCH=1 (every family; by default all but the Triton
+    matmuls), from sm_90 on, the providers
     launch kernels before the one ahead of them ends (each waits for it first): a captured
     chain of such launches, replayed, computes exactly what the same launches compute
     eagerly."""
