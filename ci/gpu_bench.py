@@ -27,9 +27,13 @@ W  dependent launch: C with INT4, bf16 and FP8 weights, each with programmatic d
    launch off and on (PAGODA_CUDA_DEPENDENT_LAUNCH=0/1), in one run; `W4` runs INT4 alone;
    `WF-int4` (or WF-bf16, WF-bf16+fp8 ...): C with those weights and dependent launch off,
    for every kernel, for all but the Triton matmuls, and for the matmuls alone
+   (`WF-fp8/off,small-native`: the settings named)
 U  fused decode layers: C with bf16, FP8 and INT4 weights, each with the layers' norms and
    SiLU run as kernels of their own and computed by the one-row matmuls
    (PAGODA_CUDA_FUSE_DECODE=0/1), in one run
+UN C with INT4 weights, the layers op by op (PAGODA_CUDA_FUSE_DECODE=dense) and fused on the
+   CUDA C++ kernel, which computes the norms (=native), each with dependent launch off and
+   for all but the Triton matmuls
 X  C with INT4 weights on Triton's kernels (PAGODA_EXCLUDED_PROVIDERS=woq_linear/cuda_native),
    then on pagoda-cuda's CUDA C++ kernel, in one run
 V  speculative decoding (ci/bench_speculative.py), each beside no speculation: n-gram
@@ -262,13 +266,17 @@ DEPENDENT_SUBSETS = {"off": "0", "all": "1", "small-native": "elementwise,attent
 Triton matmuls, the matmuls alone."""
 
 
-def dependent_subsets(out: Path, llama: Path, s: dict, tags: str) -> list[dict]:
-    """WF-<tags>: C with the weights of `tags` ("int4", "bf16", "fp8", joined by "+") and each
-    of DEPENDENT_SUBSETS launched dependently."""
+def dependent_subsets(out: Path, llama: Path, s: dict, key: str) -> list[dict]:
+    """WF-<tags>[/<subsets>]: C with the weights of `tags` ("int4", "bf16", "fp8", joined by
+    "+") and each of DEPENDENT_SUBSETS (or those named, joined by ",") launched
+    dependently."""
+    tags, _, names = key.partition("/")
     quantization = {"int4": "int4", "bf16": "", "fp8": "fp8"}
+    subsets = names.split(",") if names else list(DEPENDENT_SUBSETS)
     return [quantized_c(out, llama, s, tag, quantization[tag], "report",
-                        {"PAGODA_CUDA_DEPENDENT_LAUNCH": value}, name=f"{tag}-pdl-{label}")
-            for tag in tags.split("+") for label, value in DEPENDENT_SUBSETS.items()]
+                        {"PAGODA_CUDA_DEPENDENT_LAUNCH": DEPENDENT_SUBSETS[label]},
+                        name=f"{tag}-pdl-{label}")
+            for tag in tags.split("+") for label in subsets]
 
 
 def native_c(out: Path, llama: Path, s: dict) -> list[dict]:
@@ -286,6 +294,16 @@ def fused_decode(out: Path, llama: Path, s: dict) -> list[dict]:
                         ("--max-num-seqs", "1"))
             for tag, q in (("bf16", ""), ("fp8", "fp8"), ("int4", "int4"))
             for fused in ("0", "1", "rotary_silu")]
+
+
+def native_fused(out: Path, llama: Path, s: dict) -> list[dict]:
+    """UN: C with INT4 weights, op by op and fused on the CUDA C++ kernel, each with
+    dependent launch off and for all but the Triton matmuls."""
+    return [quantized_c(out, llama, s, "int4", "int4", "report",
+                        {"PAGODA_CUDA_FUSE_DECODE": fuse,
+                         "PAGODA_CUDA_DEPENDENT_LAUNCH": DEPENDENT_SUBSETS[pdl]},
+                        name=f"int4-{fuse}-pdl-{pdl}")
+            for pdl in ("off", "small-native") for fuse in ("dense", "native")]
 
 
 def visible_gpus() -> int:
@@ -591,11 +609,12 @@ def main() -> int:
             "L": lambda: [bench_l(out, llama)], "W": lambda: dependent_launch(out, llama, s8),
             "W4": lambda: dependent_launch(out, llama, s8, int4_only=True),
             "U": lambda: fused_decode(out, llama, s8), "X": lambda: native_c(out, llama, s8),
+            "UN": lambda: native_fused(out, llama, s8),
             "T": lambda: tensor_parallel(out, llama, s8),
             "Y": lambda: llama70b(out, big, shape(big)), "Z": lambda: all_reduce(out)}
     for key in dict.fromkeys(wanted):
         try:
-            if key.startswith("WF-"):  # e.g. WF-int4 or WF-bf16+fp8
+            if key.startswith("WF-"):  # e.g. WF-int4, WF-bf16+fp8 or WF-fp8/off,all
                 rows += dependent_subsets(out, llama, s8, key[3:])
                 continue
             rows += plan[key]()

@@ -13,7 +13,7 @@ namespace pagoda_cuda {
 // The version of the launchers' C signatures (pagoda_cuda.native.ABI_VERSION must equal it):
 // bump it with any change to an exported launcher's parameters, so that Python never calls
 // a library built from other sources with arguments laid out for this one.
-constexpr int kAbiVersion = 1;
+constexpr int kAbiVersion = 2;
 
 // Error codes of the launchers besides CUDA's own (cudaError_t values are below 1000);
 // pagoda_cuda_error_string (errors.cu) names each.
@@ -43,16 +43,18 @@ __device__ __forceinline__ void wait_for_inputs() {
 #endif
 }
 
-// Launches `kernel` on `stream`, dependently (see wait_for_inputs) where `dependent`.
+// Launches `kernel` with `shared_bytes` of dynamic shared memory on `stream`, dependently
+// (see wait_for_inputs) where `dependent`.
 template <typename... Params, typename... Args>
-cudaError_t launch_kernel(void (*kernel)(Params...), dim3 grid, dim3 block, cudaStream_t stream,
-                          bool dependent, Args... args) {
+cudaError_t launch_kernel(void (*kernel)(Params...), dim3 grid, dim3 block, size_t shared_bytes,
+                          cudaStream_t stream, bool dependent, Args... args) {
   cudaLaunchAttribute attribute = {};
   attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
   attribute.val.programmaticStreamSerializationAllowed = 1;
   cudaLaunchConfig_t config = {};
   config.gridDim = grid;
   config.blockDim = block;
+  config.dynamicSmemBytes = shared_bytes;
   config.stream = stream;
   config.attrs = &attribute;
   config.numAttrs = dependent ? 1 : 0;

@@ -24,6 +24,14 @@
 // its column's x; the MMA's k index 2t (+1, +8, +9) stands for whichever inputs lane t
 // loaded, which is all the product needs, since every lane agrees on it. A block's warps
 // split K; their partial sums meet in shared memory.
+//
+// One row of x may come as the input of the RMSNorm before the linear instead
+// (pagoda_woq4_mma_row, a one-sequence decode step's qkv and gate_up projections): each block
+// then computes x = rms_norm(h (+ residual)) * norm_weight into shared memory first, in the
+// float32 arithmetic of the norm's own kernel and rounded to T as it stores it, and the first
+// block also stores h + residual (the residual stream after the add). That saves the norm's
+// own launch, at the price of every block reading the row (a few KB, from L2) before its
+// first product.
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -40,6 +48,20 @@ using pagoda_cuda::to_float;
 
 constexpr int kRows = pagoda_cuda::kMmaRows;  // weight rows a block (the MMA's M)
 constexpr int kChunk = 128;  // inputs a warp step: 4 lanes x 4 words x 8 codes
+
+// What x is: the row as it is, or the input of the RMSNorm before the linear (with or
+// without a residual added first).
+enum Input { kPlain = 0, kNormed = 1, kNormedResidual = 2 };
+constexpr int kMaxRowInputs = 16384;  // a normed row's k: 32 KB of shared memory at most
+
+// The input of a normed row's linear, one row of k values, to read and (summed) to write.
+template <typename T>
+struct RowNorm {
+  const T* residual;     // added to x first (kNormedResidual)
+  const T* weight;       // the norm's weight [k]
+  T* summed;             // x + residual, stored by block 0 (kNormedResidual)
+  float eps;
+};
 
 template <typename T>
 struct Half;
@@ -117,17 +139,86 @@ __device__ __forceinline__ void multiply_chunk(float (&acc)[NT][4], const uint4&
   }
 }
 
+// Eight 16-bit values of a 16-byte vector as floats, and floats rounded back into one.
+template <typename T>
+__device__ __forceinline__ void unpack8(const uint4& v, float (&f)[8]) {
+  const T* h = reinterpret_cast<const T*>(&v);
+#pragma unroll
+  for (int i = 0; i < 8; ++i) f[i] = to_float(h[i]);
+}
+
+template <typename T>
+__device__ __forceinline__ uint4 pack8(const float (&f)[8]) {
+  uint4 v;
+  T* h = reinterpret_cast<T*>(&v);
+#pragma unroll
+  for (int i = 0; i < 8; ++i) h[i] = from_float<T>(f[i]);
+  return v;
+}
+
+// row[0, k / 8) = rms_norm(x (+ residual)) * weight, one row of k values (a multiple of 8)
+// in 16-byte vectors, by every thread of the block (THREADS of them); block 0 also stores
+// x + residual. As pagoda.kernels.triton.norm's kernel computes it: the sum rounded to T,
+// float32 squares summed, 1 / sqrt(mean + eps), each value times it, times the weight,
+// rounded to T. Returns once the whole row is in `row`.
+template <typename T, int INPUT, int THREADS>
+__device__ __forceinline__ void normed_row(uint4* row, const T* x, const RowNorm<T>& norm,
+                                           int k) {
+  __shared__ float warp_squares[THREADS / 32];
+  const int vectors = k / 8;
+  float squares = 0.0f;
+  for (int v = threadIdx.x; v < vectors; v += THREADS) {
+    float f[8];
+    unpack8<T>(__ldg(reinterpret_cast<const uint4*>(x) + v), f);
+    if constexpr (INPUT == kNormedResidual) {
+      float r[8];
+      unpack8<T>(__ldg(reinterpret_cast<const uint4*>(norm.residual) + v), r);
+#pragma unroll
+      for (int i = 0; i < 8; ++i) f[i] = to_float(from_float<T>(f[i] + r[i]));
+    }
+    const uint4 summed = pack8<T>(f);
+    if (INPUT == kNormedResidual && blockIdx.x == 0) {
+      reinterpret_cast<uint4*>(norm.summed)[v] = summed;
+    }
+    row[v] = summed;
+#pragma unroll
+    for (int i = 0; i < 8; ++i) squares = fmaf(f[i], f[i], squares);
+  }
+#pragma unroll
+  for (int offset = 16; offset > 0; offset >>= 1) {
+    squares += __shfl_xor_sync(0xffffffffu, squares, offset);
+  }
+  if (threadIdx.x % 32 == 0) warp_squares[threadIdx.x / 32] = squares;
+  __syncthreads();
+  float total = 0.0f;
+#pragma unroll
+  for (int w = 0; w < THREADS / 32; ++w) total += warp_squares[w];
+  const float inv_rms = 1.0f / sqrtf(total / static_cast<float>(k) + norm.eps);
+  for (int v = threadIdx.x; v < vectors; v += THREADS) {  // this thread's own vectors
+    float f[8], w[8];
+    unpack8<T>(row[v], f);
+    unpack8<T>(__ldg(reinterpret_cast<const uint4*>(norm.weight) + v), w);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) f[i] = f[i] * inv_rms * w[i];
+    row[v] = pack8<T>(f);
+  }
+  __syncthreads();
+}
+
 // WHOLE: the group holds whole chunks (128 inputs or more), scaled after their MMAs.
-template <typename T, int NT, int WARPS, bool WHOLE>
+// INPUT: what x is (Input; anything but kPlain with NT = 1 and one row).
+template <typename T, int NT, int WARPS, bool WHOLE, int INPUT = kPlain>
 __global__ void __launch_bounds__(WARPS * 32)
     woq4_mma_kernel(T* __restrict__ out, const T* __restrict__ x,
                     const uint32_t* __restrict__ words, const float* __restrict__ scales,
                     const T* __restrict__ zeros, const T* __restrict__ bias, int m, int k,
                     int64_t stride_xm, int64_t stride_om, int64_t stride_wn, int64_t stride_sn,
-                    int group_shift) {
+                    int group_shift, RowNorm<T> norm) {
   using H = Half<T>;
   using T2 = typename H::T2;
+  static_assert(INPUT == kPlain || NT == 1, "a normed input is one row");
   __shared__ float partial[WARPS][kRows][8 * NT];
+  extern __shared__ uint4 row_input[];  // the normed row, k / 8 vectors (INPUT != kPlain)
 
   const auto [warp, g, t, begin, end, row] = pagoda_cuda::lane_tile<WARPS>(k / kChunk);
   const uint4* wa = reinterpret_cast<const uint4*>(words + row * stride_wn) + t;
@@ -156,6 +247,7 @@ __global__ void __launch_bounds__(WARPS * 32)
   // The first weights are on their way; x, and out's memory, may still be the kernel
   // ahead's while this one was launched dependently.
   pagoda_cuda::wait_for_inputs();
+  if constexpr (INPUT != kPlain) normed_row<T, INPUT, WARPS * 32>(row_input, x, norm, k);
   for (int c = begin; c < end; ++c) {
     const uint4 cur_a = next_a, cur_b = next_b;
     if (c + 1 < end) {  // the next chunk's weights stream while this one multiplies
@@ -170,7 +262,11 @@ __global__ void __launch_bounds__(WARPS * 32)
     for (int j = 0; j < NT; ++j) {
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
-        xs[j][i] = live[j] ? __ldg(xr[j] + 16 * c + i) : make_uint4(0, 0, 0, 0);
+        if constexpr (INPUT == kPlain) {
+          xs[j][i] = live[j] ? __ldg(xr[j] + 16 * c + i) : make_uint4(0, 0, 0, 0);
+        } else {  // the same inputs of the row in shared memory
+          xs[j][i] = live[j] ? row_input[16 * c + 4 * t + i] : make_uint4(0, 0, 0, 0);
+        }
       }
     }
     if constexpr (WHOLE) {
@@ -228,17 +324,40 @@ Kernel<T> pick(int m, int warps, int group_shift) {
   return group_shift >= 7 ? pick<T, true>(m, warps) : pick<T, false>(m, warps);
 }
 
+template <typename T, int INPUT>
+Kernel<T> pick_row(int warps, int group_shift) {
+  if (group_shift >= 7) {
+    return warps == 4 ? woq4_mma_kernel<T, 1, 4, true, INPUT>
+                      : woq4_mma_kernel<T, 1, 8, true, INPUT>;
+  }
+  return warps == 4 ? woq4_mma_kernel<T, 1, 4, false, INPUT>
+                    : woq4_mma_kernel<T, 1, 8, false, INPUT>;
+}
+
+// The kernel for one row of x of kind `input` (Input).
 template <typename T>
-cudaError_t launch(void* out, const void* x, const void* words, const void* scales,
-                   const void* zeros, const void* bias, int m, int n, int k,
-                   int64_t stride_xm, int64_t stride_om, int64_t stride_wn, int64_t stride_sn,
-                   int group_shift, int warps, bool dependent, cudaStream_t stream) {
+Kernel<T> pick_row(int input, int warps, int group_shift) {
+  return input == kNormedResidual ? pick_row<T, kNormedResidual>(warps, group_shift)
+                                  : pick_row<T, kNormed>(warps, group_shift);
+}
+
+template <typename T>
+cudaError_t launch(Kernel<T> kernel, size_t shared_bytes, void* out, const void* x,
+                   const void* words, const void* scales, const void* zeros, const void* bias,
+                   int m, int n, int k, int64_t stride_xm, int64_t stride_om, int64_t stride_wn,
+                   int64_t stride_sn, int group_shift, int warps, const RowNorm<T>& norm,
+                   bool dependent, cudaStream_t stream) {
   return pagoda_cuda::launch_kernel(
-      pick<T>(m, warps, group_shift), n / kRows, warps * 32, stream, dependent,
-      static_cast<T*>(out), static_cast<const T*>(x), static_cast<const uint32_t*>(words),
+      kernel, n / kRows, warps * 32, shared_bytes, stream, dependent, static_cast<T*>(out),
+      static_cast<const T*>(x), static_cast<const uint32_t*>(words),
       static_cast<const float*>(scales), static_cast<const T*>(zeros),
       static_cast<const T*>(bias), m, k, stride_xm, stride_om, stride_wn, stride_sn,
-      group_shift);
+      group_shift, norm);
+}
+
+bool bad_shape(int m, int n, int k, int group_shift, int warps) {
+  return m < 1 || m > 16 || n % kRows != 0 || k <= 0 || k % kChunk != 0 || group_shift < 5 ||
+         group_shift > 8 || (warps != 4 && warps != 8);
 }
 
 }  // namespace
@@ -257,20 +376,56 @@ int pagoda_woq4_mma(int dtype, void* out, const void* x, const void* words, cons
                     const void* zeros, const void* bias, int m, int n, int k,
                     int64_t stride_xm, int64_t stride_om, int64_t stride_wn, int64_t stride_sn,
                     int group_shift, int warps, int dependent, int device, void* stream) {
-  if (m < 1 || m > 16 || n % kRows != 0 || k <= 0 || k % kChunk != 0 || group_shift < 5 ||
-      group_shift > 8 || (warps != 4 && warps != 8)) {
-    return pagoda_cuda::kBadShape;
-  }
+  if (bad_shape(m, n, k, group_shift, warps)) return pagoda_cuda::kBadShape;
   if (const cudaError_t e = cudaSetDevice(device); e != cudaSuccess) return e;
   auto s = static_cast<cudaStream_t>(stream);
   switch (dtype) {
     case pagoda_cuda::kBfloat16:
-      return launch<__nv_bfloat16>(out, x, words, scales, zeros, bias, m, n, k, stride_xm,
-                                   stride_om, stride_wn, stride_sn, group_shift, warps,
-                                   dependent, s);
+      return launch<__nv_bfloat16>(pick<__nv_bfloat16>(m, warps, group_shift), 0, out, x,
+                                   words, scales, zeros, bias, m, n, k, stride_xm, stride_om,
+                                   stride_wn, stride_sn, group_shift, warps, {}, dependent, s);
     case pagoda_cuda::kFloat16:
-      return launch<__half>(out, x, words, scales, zeros, bias, m, n, k, stride_xm, stride_om,
-                            stride_wn, stride_sn, group_shift, warps, dependent, s);
+      return launch<__half>(pick<__half>(m, warps, group_shift), 0, out, x, words, scales,
+                            zeros, bias, m, n, k, stride_xm, stride_om, stride_wn, stride_sn,
+                            group_shift, warps, {}, dependent, s);
+    default:
+      return pagoda_cuda::kBadType;
+  }
+}
+
+// The same for one row whose x is the input of an RMSNorm: out [1, n] = (rms_norm(x (+
+// residual), eps) * norm_weight) W^T + bias, with `input` 1 (no residual) or 2 (x +
+// residual, which is also stored into `summed`); x, residual, norm_weight and summed [k]
+// contiguous and 16-byte aligned, k at most 16384 (the row is kept in shared memory).
+int pagoda_woq4_mma_row(int dtype, int input, void* out, const void* x, const void* residual,
+                        const void* norm_weight, void* summed, float eps, const void* words,
+                        const void* scales, const void* zeros, const void* bias, int n, int k,
+                        int64_t stride_wn, int64_t stride_sn, int group_shift, int warps,
+                        int dependent, int device, void* stream) {
+  if (bad_shape(1, n, k, group_shift, warps) || (input != kNormed && input != kNormedResidual) ||
+      k > kMaxRowInputs) {
+    return pagoda_cuda::kBadShape;
+  }
+  if (const cudaError_t e = cudaSetDevice(device); e != cudaSuccess) return e;
+  auto s = static_cast<cudaStream_t>(stream);
+  const size_t row_bytes = static_cast<size_t>(k) * 2;
+  switch (dtype) {
+    case pagoda_cuda::kBfloat16: {
+      using T = __nv_bfloat16;
+      const RowNorm<T> norm{static_cast<const T*>(residual), static_cast<const T*>(norm_weight),
+                            static_cast<T*>(summed), eps};
+      return launch<T>(pick_row<T>(input, warps, group_shift), row_bytes, out, x, words, scales,
+                       zeros, bias, 1, n, k, k, n, stride_wn, stride_sn, group_shift, warps,
+                       norm, dependent, s);
+    }
+    case pagoda_cuda::kFloat16: {
+      using T = __half;
+      const RowNorm<T> norm{static_cast<const T*>(residual), static_cast<const T*>(norm_weight),
+                            static_cast<T*>(summed), eps};
+      return launch<T>(pick_row<T>(input, warps, group_shift), row_bytes, out, x, words, scales,
+                       zeros, bias, 1, n, k, k, n, stride_wn, stride_sn, group_shift, warps,
+                       norm, dependent, s);
+    }
     default:
       return pagoda_cuda::kBadType;
   }

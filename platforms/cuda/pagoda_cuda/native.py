@@ -22,14 +22,16 @@ from pagoda.kernels.triton.launch import KERNEL_FAMILIES
 MIN_CAPABILITY = (8, 0)
 """mma.sync with bfloat16 operands (the library's oldest target, setup.py's ARCHS)."""
 
-_P, _I, _L = ctypes.c_void_p, ctypes.c_int, ctypes.c_int64
+_P, _I, _L, _F = ctypes.c_void_p, ctypes.c_int, ctypes.c_int64, ctypes.c_float
 _SIGNATURES = {
     "pagoda_woq4_mma": [_I, _P, _P, _P, _P, _P, _P, _I, _I, _I, _L, _L, _L, _L, _I, _I, _I, _I,
                         _P],
+    "pagoda_woq4_mma_row": [_I, _I, _P, _P, _P, _P, _P, _F, _P, _P, _P, _P, _I, _I, _L, _L, _I,
+                            _I, _I, _I, _P],
 }
 """Each launcher's arguments; the last three (whether to launch dependently, the device's
 index and its stream) `call` adds."""
-ABI_VERSION = 1
+ABI_VERSION = 2
 """The launchers' signature version these `_SIGNATURES` describe (csrc/common.cuh's
 kAbiVersion): a library reporting another was built from other sources and is not called."""
 DTYPE_CODES = {torch.bfloat16: 0, torch.float16: 1}
@@ -38,19 +40,21 @@ DEPENDENT_LAUNCH_CAPABILITY = (9, 0)
 """The first compute capability with programmatic dependent launch."""
 DEPENDENT_LAUNCH_ENV = "PAGODA_CUDA_DEPENDENT_LAUNCH"
 """Which kernels launch while the kernel ahead of them in the stream still runs
-(programmatic dependent launch, from sm_90 on): 0 (the default) none, 1 all, or a comma
-list of families: the Triton kernels' (`pagoda.kernels.triton.launch.KERNEL_FAMILIES`)
-and "native" (this library's, which load their first weights before they wait for their
-inputs). On an H100, an 8B model's time per token (bench WF, docs/benchmarks.md): INT4
-weights 3.07 ms off, 2.92 with every kernel and with "elementwise,attention,reduce,native";
-bf16 weights 5.78, 5.98 and 5.80. FP8 is unmeasured under the latter, so the default stays
-off."""
+(programmatic dependent launch, from sm_90 on): 0 none, 1 all, or a comma list of families:
+the Triton kernels' (`pagoda.kernels.triton.launch.KERNEL_FAMILIES`) and "native" (this
+library's, which load their first weights before they wait for their inputs). Any named,
+every kernel waits for the ones ahead. The default, DEFAULT_DEPENDENT_LAUNCH, is every
+family but the Triton matmuls ("gemv"): on an H100, an 8B model's time per token (benches
+WF and UN, docs/benchmarks.md) with INT4 weights 3.10 ms off, 2.95 so (2.92 with every
+kernel), with bf16 weights 5.78 off, 5.80 so, 5.98 with every kernel (the Triton matmuls
+launched early cost their neighbours more than the launch saves), FP8 4.11 off, 4.12 so."""
+DEFAULT_DEPENDENT_LAUNCH = "elementwise,attention,reduce,native"
 DEPENDENT_FAMILIES = frozenset((*KERNEL_FAMILIES, "native"))
 
 
 def dependent_launch_wanted() -> frozenset[str]:
     """The kernel families PAGODA_CUDA_DEPENDENT_LAUNCH asks to launch dependently."""
-    mode = os.environ.get(DEPENDENT_LAUNCH_ENV, "0").strip()
+    mode = os.environ.get(DEPENDENT_LAUNCH_ENV, DEFAULT_DEPENDENT_LAUNCH).strip()
     if mode in ("0", "1"):
         return DEPENDENT_FAMILIES if mode == "1" else frozenset()
     families = frozenset(f.strip() for f in mode.split(","))

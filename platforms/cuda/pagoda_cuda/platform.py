@@ -13,14 +13,17 @@ if TYPE_CHECKING:
     from pagoda.models.decode_fusion import DecodeLayerSpec, FusedDecodeLayer
 
 FUSE_DECODE_ENV = "PAGODA_CUDA_FUSE_DECODE"
-"""Which layers fuse their one-sequence decode steps (`fuse_decode_layer`): `dense` (the
-default) those with unquantized weights; `1` every layer the kernels can run; `rotary_silu`
-the same, the norms left to their own kernels; `0` none. Benchmark U on an H100 (session
-15, docs/benchmarks.md), C in ms a token, op by op / fused / rotary_silu: bf16 5.91 / 5.70 /
-5.82, FP8 3.97 / 4.06 / 4.03, INT4 4.24 / 4.62 / 4.34: the quantized one-row kernels,
-bound by their arithmetic, lose more to computing their inputs than the launches saved."""
+"""Which layers fuse their one-sequence decode steps (`fuse_decode_layer`): `native` (the
+default) those with unquantized weights and those whose linears are all the CUDA C++ INT4
+kernel's (which computes its normed inputs itself: C with INT4 weights 3.10 -> 2.95 ms a
+token on an H100, bench UN); `dense` only the unquantized ones; `1` every layer the kernels
+can run; `rotary_silu` the same, the norms left to their own kernels; `0` none. Benchmark
+U on an H100 (session 15, docs/benchmarks.md), C in ms a token, op by op / fused /
+rotary_silu: bf16 5.91 / 5.70 / 5.82, FP8 3.97 / 4.06 / 4.03, INT4 (Triton's kernel then)
+4.24 / 4.62 / 4.34: the quantized one-row Triton kernels, bound by their arithmetic, lose
+more to computing their inputs than the launches saved."""
 
-FUSE_DECODE_MODES = ("dense", "1", "rotary_silu", "0")
+FUSE_DECODE_MODES = ("native", "dense", "1", "rotary_silu", "0")
 
 TP_GRAPHS_ENV = "PAGODA_CUDA_TP_GRAPHS"
 """1: tensor-parallel decode steps replay from CUDA graphs holding NCCL's all-reduce (NCCL
@@ -59,17 +62,21 @@ class CudaPlatform(AcceleratorPlatform):
         computed by the one-row matmul kernels after them, and the rotary embedding by the
         qkv kernel (`pagoda.kernels.triton.decode_layer`), for the layers FUSE_DECODE_ENV
         names."""
-        mode = os.environ.get(FUSE_DECODE_ENV, "dense")
+        mode = os.environ.get(FUSE_DECODE_ENV, FUSE_DECODE_MODES[0])
         if mode not in FUSE_DECODE_MODES:
             raise ValueError(f"{FUSE_DECODE_ENV}={mode!r}: expected one of "
                              f"{', '.join(FUSE_DECODE_MODES)}")
         if mode == "0":
             return None
         from pagoda.kernels.triton.decode_layer import fuse_decode_layer
+        from pagoda_cuda import woq_ops
         from pagoda_cuda.triton_ops import KERNELS
 
+        every = mode in ("1", "rotary_silu")
+        native = (woq_ops.row_matmul, woq_ops.triton_row_matmul) if every else (
+            (woq_ops.row_matmul,) if mode == "native" else ())
         return fuse_decode_layer(spec, KERNELS, fuse_norms=mode != "rotary_silu",
-                                 quantized=mode != "dense")
+                                 quantized=every, row_matmuls=native)
 
     def describe(self) -> dict[str, object]:
         info = super().describe()

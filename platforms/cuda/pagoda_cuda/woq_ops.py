@@ -12,17 +12,25 @@ The kernel takes such weights in groups of 32 to 256 inputs, K a multiple of 128
 other weights (GGUF Q4_1's minimum offsets among them) go to Triton whatever their rows.
 Measured against the Triton kernels in `ci/bench_quant_kernels.py --ops int4` ("cuda mma"
 rows).
+
+In a fused decode layer (`pagoda.kernels.triton.decode_layer`, `row_matmul` here) the kernel
+also takes one row as the input of the RMSNorm before it (residual added or not) and
+computes the norm itself (`pagoda_woq4_mma_row`), so the qkv and gate_up projections of a
+one-sequence decode step launch no norm kernel.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 
 import torch
 
-from pagoda.kernels.triton import quant_linear
+from pagoda.kernels.triton import decode_layer, quant_linear
 from pagoda.kernels.triton.common import rows
+from pagoda.kernels.triton.decode_layer import RowMatmul
+from pagoda.kernels.triton.row_input import GATED, NORMED, RowInput
 from pagoda.kernels.triton.woq_gemm import PackedGroupWeight
+from pagoda.models.decode_fusion import FusableLinear
 from pagoda.quant.tensors import GroupQuantWeight
 from pagoda_cuda import native
 from pagoda_cuda.triton_ops import KERNELS
@@ -33,6 +41,9 @@ WARPS = 8
 """Warps a block (they split K)."""
 GROUPS = (32, 64, 128, 256)
 ROW_TILE, K_TILE = 16, 128
+MAX_ROW_INPUTS = 16384
+"""Most inputs (K) of a normed row the kernel computes itself (it keeps the row in shared
+memory; csrc kMaxRowInputs)."""
 ZERO_TOLERANCE = 1e-3
 """How far -o / s may be from an integer and still be taken for a zero point (float32
 rounding of o = -z * s leaves ~1e-7)."""
@@ -74,17 +85,35 @@ def fits(x2: torch.Tensor, weight: NativeGroupWeight, bias: torch.Tensor | None)
     """Whether the kernel takes x [M, K] (M >= 1) times `weight` (+ `bias`): x as it is
     (not a GGUF's rounded activations, `act_block`, which Triton's path rounds)."""
     m, k = x2.shape
-    n = weight.shape[0]
-    zeros = weight.zeros
+    return (weight_fits(weight, bias, x2.dtype) and k == weight.shape[1] and 1 <= m <= MAX_ROWS
+            and x2.stride(1) == 1 and _aligned(x2, x2.stride(0)))
+
+
+def weight_fits(weight: PackedGroupWeight, bias: torch.Tensor | None,
+                dtype: torch.dtype) -> bool:
+    """`fits`' conditions on the weight and bias, for x of `dtype`."""
+    n, k = weight.shape
+    zeros = getattr(weight, "zeros", None)
     return (weight.bits == 4 and zeros is not None and not weight.act_block
-            and x2.dtype in native.DTYPE_CODES
-            and 1 <= m <= MAX_ROWS and n % ROW_TILE == 0 and k > 0 and k % K_TILE == 0
+            and dtype in native.DTYPE_CODES
+            and n % ROW_TILE == 0 and k > 0 and k % K_TILE == 0
             and weight.group_size in GROUPS
-            and weight.scales.dtype == torch.float32 and zeros.dtype == x2.dtype
-            and (bias is None or (bias.dtype == x2.dtype and bias.is_contiguous()))
-            and x2.stride(1) == 1 and _aligned(x2, x2.stride(0))
+            and weight.scales.dtype == torch.float32 and zeros.dtype == dtype
+            and (bias is None or (bias.dtype == dtype and bias.is_contiguous()))
             and weight.words.stride(1) == 1 and _aligned(weight.words, weight.words.stride(0) * 2)
             and weight.scales.stride(1) == 1 and zeros.stride() == weight.scales.stride())
+
+
+def row_fits(row: RowInput) -> bool:
+    """Whether the kernel computes `row`'s normed input itself (`woq4_mma_row`): a NORMED
+    row of a 16-bit type, K at most MAX_ROW_INPUTS, every vector contiguous, aligned and of
+    x's type."""
+    x = row.x
+    vectors = [x, row.norm_weight, row.residual, row.summed]
+    return (row.kind == NORMED and x.shape[0] == 1 and row.width <= MAX_ROW_INPUTS
+            and x.dtype in native.DTYPE_CODES
+            and all(v is None or (v.dtype == x.dtype and v.is_contiguous()
+                                  and v.data_ptr() % 16 == 0) for v in vectors))
 
 
 def _aligned(t: torch.Tensor, row_stride: int) -> bool:
@@ -102,6 +131,65 @@ def woq4_mma(out2: torch.Tensor, x2: torch.Tensor, weight: NativeGroupWeight,
                 x2.stride(0), out2.stride(0), weight.words.stride(0), weight.scales.stride(0),
                 weight.group_size.bit_length() - 1, warps)
     return out2
+
+
+def woq4_mma_row(out: torch.Tensor, row: RowInput, weight: NativeGroupWeight,
+                 bias: torch.Tensor | None, warps: int = WARPS) -> torch.Tensor:
+    """out [1, N] = rms_norm(row) W^T (+ bias) on the kernel, x + residual stored into
+    `row.summed` where there is a residual (`row_fits` and `weight_fits` must hold)."""
+    k = row.width
+    native.call("pagoda_woq4_mma_row", row.x.device, native.DTYPE_CODES[row.x.dtype],
+                2 if row.residual is not None else 1, out.data_ptr(), row.x.data_ptr(),
+                native.pointer(row.residual), row.norm_weight.data_ptr(),
+                native.pointer(row.summed), row.eps, weight.words.data_ptr(),
+                weight.scales.data_ptr(), weight.zeros.data_ptr(), native.pointer(bias),
+                out.shape[1], k, weight.words.stride(0), weight.scales.stride(0),
+                weight.group_size.bit_length() - 1, warps)
+    return out
+
+
+def row_matmul(linear: FusableLinear) -> RowMatmul | None:
+    """The kernel as a fused decode layer's one-row matmul (`fuse_decode_layer`'s
+    `row_matmuls`), for a linear of this provider whose weight the kernel takes: it
+    computes a normed row itself (`row_fits`); other rows' inputs run their ops' kernels
+    first. It has no rotary epilogue."""
+    weight, bias = linear.weight, linear.bias
+    if (linear.op is not woq_linear or not isinstance(weight, NativeGroupWeight)
+            or weight.zeros is None or not weight_fits(weight, bias, weight.zeros.dtype)):
+        return None
+    n = weight.shape[0]
+
+    def run(row: RowInput, rotary: object) -> torch.Tensor:
+        assert rotary is None, "the kernel rotates nothing"
+        if row_fits(row):
+            out = torch.empty((1, n), dtype=row.x.dtype, device=row.x.device)
+            return woq4_mma_row(out, row, weight, bias)
+        return woq_linear(_input(row), weight, bias)
+
+    return RowMatmul(run, n, None)
+
+
+def triton_row_matmul(linear: FusableLinear) -> RowMatmul | None:
+    """Triton's one-row kernel for a linear of this provider whose weight the kernel does
+    not take (`row_matmul` first: the provider hands the rest to Triton)."""
+    if linear.op is not woq_linear:
+        return None
+    return decode_layer.row_matmul(replace(linear, op=KERNELS.woq_linear), KERNELS)
+
+
+def _input(row: RowInput) -> torch.Tensor:
+    """The row's input as its ops' kernels compute it (x + residual into `row.summed`)."""
+    if row.kind == GATED:
+        return KERNELS.silu_and_mul(row.x)
+    if row.kind != NORMED:
+        return row.x
+    assert row.norm_weight is not None
+    if row.residual is None:
+        return KERNELS.rms_norm(row.x, row.norm_weight, row.eps)
+    normed, summed = KERNELS.fused_add_rms_norm(row.x, row.residual, row.norm_weight, row.eps)
+    assert row.summed is not None
+    row.summed.copy_(summed)
+    return normed
 
 
 def woq_linear(x: torch.Tensor, weight: NativeGroupWeight,

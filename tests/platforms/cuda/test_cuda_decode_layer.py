@@ -3,7 +3,8 @@ ci/gpu.sh): one sequence's decode steps, captured in graphs, give the same greed
 with each layer's norms and SiLU computed by its one-row matmuls and its rotary embedding
 by the qkv kernel (PAGODA_CUDA_FUSE_DECODE=1), or only the SiLU and rotary (=rotary_silu),
 as with every op its own kernel (=0), in float32 and bfloat16, with dense, FP8 and INT4
-weights. The logprobs agree to float32's rounding, not bit for bit as in Triton's
+weights (INT4 in 16 bits on the CUDA C++ kernel, which computes the norms but rotates
+nothing, as with =native). The logprobs agree to float32's rounding, not bit for bit as in Triton's
 interpreter (tests/kernels/test_triton_decode_layer.py): compiled, a kernel's sums and
 multiply-adds are ordered and contracted by its own layout and code (on an H100 the
 float32 logprobs differed in the 7th digit)."""
@@ -32,12 +33,14 @@ def _fused(llm: LLM) -> list[object]:
     return [layer.fused_decode for layer in decoder_layers(llm)]
 
 
-@pytest.mark.parametrize("mode", ["1", "rotary_silu"])
-@pytest.mark.parametrize("quantization", [None, "fp8", "int4"])
+@pytest.mark.parametrize(("mode", "quantization"),
+                         [(m, q) for m in ("1", "rotary_silu") for q in (None, "fp8", "int4")]
+                         + [("native", "int4")])
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
 def test_fused_layers_match_op_by_op(dtype: str, quantization: str | None, mode: str,
                                      tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from pagoda.kernels.triton.decode_layer import TritonDecodeLayer
+    from pagoda_cuda import native
 
     path = str(make_checkpoint(tmp_path, wide_llama_config(), random_weights=True))
     rng = random.Random(6)
@@ -47,8 +50,14 @@ def test_fused_layers_match_op_by_op(dtype: str, quantization: str | None, mode:
     monkeypatch.setenv("PAGODA_CUDA_FUSE_DECODE", mode)
     fused = LLM(path, **common)
     assert fused.engine.core.info["graph_batch_sizes"] == [1]
-    assert all(isinstance(f, TritonDecodeLayer) and f.rotates
-               and f.fuse_norms == (mode == "1") for f in _fused(fused))
+    # the CUDA C++ kernel serves INT4 in 16 bits (its layers' qkv rotate nothing)
+    on_kernel = (quantization == "int4" and dtype == "bfloat16"
+                 and native.unavailable() is None)
+    if mode == "native" and not on_kernel:  # only the kernel's quantized layers fuse
+        assert _fused(fused) == [None, None]
+    else:
+        assert all(isinstance(f, TritonDecodeLayer) and f.rotates != on_kernel
+                   and f.fuse_norms == (mode != "rotary_silu") for f in _fused(fused))
     monkeypatch.setenv("PAGODA_CUDA_FUSE_DECODE", "0")
     op_by_op = LLM(path, **common)
     assert _fused(op_by_op) == [None, None]
@@ -61,10 +70,14 @@ def test_fused_layers_match_op_by_op(dtype: str, quantization: str | None, mode:
         assert logprobs == pytest.approx(want_logprobs, abs=tolerance)
 
 
-@pytest.mark.parametrize("quantization", [None, "fp8"])
-def test_default_fuses_unquantized_layers(quantization: str | None, tmp_path: Path,
-                                          monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("quantization", [None, "fp8", "int4"])
+def test_default_fuses_unquantized_and_kernel_layers(quantization: str | None, tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """By default: the layers with unquantized weights and those of the CUDA C++ INT4
+    kernel (16-bit, where it is built), not FP8's (their Triton one-row kernels lose to
+    computing their inputs)."""
     from pagoda.kernels.triton.decode_layer import TritonDecodeLayer
+    from pagoda_cuda import native
 
     path = str(make_checkpoint(tmp_path, wide_llama_config()))
     monkeypatch.delenv("PAGODA_CUDA_FUSE_DECODE", raising=False)
@@ -73,5 +86,8 @@ def test_default_fuses_unquantized_layers(quantization: str | None, tmp_path: Pa
     fused = _fused(llm)
     if quantization is None:
         assert all(isinstance(f, TritonDecodeLayer) and f.fuse_norms for f in fused)
+    elif quantization == "int4" and native.unavailable() is None:
+        assert all(isinstance(f, TritonDecodeLayer) and f.fuse_norms and not f.rotates
+                   for f in fused)
     else:
         assert fused == [None, None]

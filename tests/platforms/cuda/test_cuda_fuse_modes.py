@@ -1,7 +1,8 @@
 """pagoda-cuda's choice of the layers it fuses (`CudaPlatform.fuse_decode_layer`, on any
 machine: the layer's ops swapped for the platform's Triton launchers): by default the layers
-with unquantized weights, their norms included; `PAGODA_CUDA_FUSE_DECODE` picks another
-mode, and a value it does not know is an error naming the variable."""
+with unquantized weights and those of the CUDA C++ INT4 kernel, their norms included;
+`PAGODA_CUDA_FUSE_DECODE` picks another mode, and a value it does not know is an error
+naming the variable."""
 
 from __future__ import annotations
 
@@ -50,7 +51,8 @@ def platform(monkeypatch: pytest.MonkeyPatch) -> CudaPlatform:
 
 
 @pytest.mark.parametrize(("mode", "fuse_norms"),
-                         [(None, True), ("dense", True), ("1", True), ("rotary_silu", False)])
+                         [(None, True), ("dense", True), ("native", True), ("1", True),
+                          ("rotary_silu", False)])
 def test_modes_that_fuse(platform: CudaPlatform, spec: DecodeLayerSpec, mode: str | None,
                          fuse_norms: bool, monkeypatch: pytest.MonkeyPatch) -> None:
     if mode is None:
@@ -66,5 +68,36 @@ def test_off_and_bad_values(platform: CudaPlatform, spec: DecodeLayerSpec,
     monkeypatch.setenv(FUSE_DECODE_ENV, "0")
     assert platform.fuse_decode_layer(spec) is None
     monkeypatch.setenv(FUSE_DECODE_ENV, "yes")
-    with pytest.raises(ValueError, match=f"{FUSE_DECODE_ENV}='yes': expected one of dense"):
+    with pytest.raises(ValueError, match=f"{FUSE_DECODE_ENV}='yes': expected one of native, dense"):
         platform.fuse_decode_layer(spec)
+
+
+@pytest.mark.parametrize(("mode", "fused"),
+                         [(None, True), ("dense", False), ("native", True), ("1", True)])
+def test_layers_of_the_cuda_kernel(platform: CudaPlatform, spec: DecodeLayerSpec,
+                                   mode: str | None,
+                                   fused: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """INT4 linears of the CUDA C++ kernel's provider (their weights prepared for it, in
+    bfloat16) fuse with `native` (the default) and `1`, as the kernel's one-row matmuls,
+    which compute the norms but rotate nothing."""
+    import torch
+
+    from pagoda.quant.rtn import group_weight
+    from pagoda_cuda import woq_ops
+
+    def int4(linear):
+        weight = group_weight(linear.weight.float(), 4, 128, symmetric=True)
+        return dataclasses.replace(linear, op=woq_ops.woq_linear,
+                                   weight=woq_ops.prepare_woq(weight, torch.bfloat16))
+
+    quantized = dataclasses.replace(spec, **{lin: int4(getattr(spec, lin))
+                                             for lin in ("qkv", "o", "gate_up", "down")})
+    if mode is None:
+        monkeypatch.delenv(FUSE_DECODE_ENV, raising=False)
+    else:
+        monkeypatch.setenv(FUSE_DECODE_ENV, mode)
+    layer = platform.fuse_decode_layer(quantized)
+    if not fused:
+        assert layer is None
+        return
+    assert isinstance(layer, TritonDecodeLayer) and layer.fuse_norms and not layer.rotates

@@ -74,16 +74,24 @@ def test_launchers_refuse_what_their_kernels_do_not_take() -> None:
                                    a["k"], 0, 0, 0, 0, a["group_shift"], a["warps"], 0, 0,
                                    None)
         assert code == 1001, bad
+    row = dict(input=2, n=32, k=256, group_shift=7, warps=8)
+    for bad in ({"input": 0}, {"input": 3}, {"k": 16384 + 128}, {"n": 40}, {"warps": 6}):
+        a = row | bad
+        code = lib.pagoda_woq4_mma_row(0, a["input"], None, None, None, None, None, 1e-6, None,
+                                       None, None, None, a["n"], a["k"], 0, 0,
+                                       a["group_shift"], a["warps"], 0, 0, None)
+        assert code == 1001, bad
     assert lib.pagoda_cuda_error_string(1001) == b"unsupported shape or launch"
     assert lib.pagoda_cuda_error_string(1002) == b"unsupported dtype"
     assert lib.pagoda_cuda_error_string(100) == b"no CUDA-capable device is detected"
 
 
 def test_dependent_launch_variable(monkeypatch: pytest.MonkeyPatch) -> None:
-    """PAGODA_CUDA_DEPENDENT_LAUNCH: off by default, every family with 1, or the families
-    it lists; anything else is refused, naming the variable and the families."""
+    """PAGODA_CUDA_DEPENDENT_LAUNCH: by default every family but the Triton matmuls, every
+    family with 1, none with 0, or the families it lists; anything else is refused, naming
+    the variable and the families."""
     monkeypatch.delenv(native.DEPENDENT_LAUNCH_ENV, raising=False)
-    assert native.dependent_launch_wanted() == frozenset()
+    assert native.dependent_launch_wanted() == {"attention", "reduce", "elementwise", "native"}
     every = {"attention", "reduce", "elementwise", "gemv", "native"}
     for mode, wanted in (("0", set()), ("1", every), ("gemv, native", {"gemv", "native"}),
                          ("elementwise", {"elementwise"})):
@@ -265,3 +273,83 @@ def test_dependent_launches_wait_for_their_inputs(monkeypatch: pytest.MonkeyPatc
     assert native.dependent_launch(0) == (torch.cuda.get_device_capability(0) >= (9, 0))
     native.dependent_families.cache_clear()  # the next test reads the variable as it is
     assert torch.equal(dependent[0], serial[0]) and torch.equal(dependent[1], serial[0])
+
+
+def _normed_row(k: int, dtype: torch.dtype, residual: bool, seed: int):
+    """A RowInput of one normed row (x, a residual where asked, a norm weight near 1) and
+    the reference's normed row and residual sum."""
+    from pagoda.kernels.triton.row_input import RowInput
+
+    gen = torch.Generator().manual_seed(seed)
+    x = (torch.randn(1, k, generator=gen) * 3).to(dtype)
+    r = (torch.randn(1, k, generator=gen)).to(dtype) if residual else None
+    weight = (1 + 0.2 * torch.randn(k, generator=gen)).to(dtype)
+    eps = 1e-5
+    summed = (x.float() + r.float()).to(dtype) if residual else x
+    s = summed.float()
+    normed = (s * torch.rsqrt(s.pow(2).mean(-1, keepdim=True) + eps) * weight.float()).to(dtype)
+    row = RowInput.normed(x.cuda(), weight.cuda(), eps, r.cuda() if residual else None)
+    return row, normed, summed
+
+
+@gpu
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
+@pytest.mark.parametrize("residual", [True, False], ids=["residual", "first"])
+@pytest.mark.parametrize("group", [32, 128])
+def test_normed_rows(dtype: torch.dtype, residual: bool, group: int) -> None:
+    """pagoda_woq4_mma_row: the RMSNorm computed by every block before its products (the
+    residual sum stored by the first) gives the reference's norm followed by its linear."""
+    from pagoda_cuda.woq_ops import prepare_woq, row_fits, weight_fits, woq4_mma_row
+
+    n, k = 96, 2048
+    _, canonical = _weight(n, k, group, False, dtype, group)
+    prepared = prepare_woq(canonical.to("cuda"), dtype)
+    row, normed, summed = _normed_row(k, dtype, residual, group + residual)
+    assert row_fits(row) and weight_fits(prepared, None, dtype)
+    want = reference(normed.float(), canonical)
+    for warps in (4, 8):
+        out = torch.full((1, n), float("nan"), dtype=dtype, device="cuda")
+        woq4_mma_row(out, row, prepared, None, warps)
+        problem = mismatch(f"g{group} warps={warps}", out.cpu().float(), want,
+                           op_tolerance("woq_linear", dtype))
+        assert problem is None, problem
+        if residual:
+            assert torch.equal(row.summed.cpu(), summed)
+
+
+@gpu
+def test_fused_layer_matmul_takes_any_row_input() -> None:
+    """The provider's one-row matmul of a fused decode layer (`woq_ops.row_matmul`): a normed
+    row on the kernel, a normed row it cannot take (K past its shared memory) and a gated
+    row through their ops' kernels first, each as the ops followed by the linear compute it."""
+    from pagoda.kernels.triton.row_input import RowInput
+    from pagoda.models.decode_fusion import FusableLinear
+    from pagoda_cuda import woq_ops
+
+    dtype = torch.bfloat16
+    for k, seed in ((1024, 1), (woq_ops.MAX_ROW_INPUTS + 128, 2)):
+        _, canonical = _weight(32, k, 128, True, dtype, seed)
+        prepared = woq_ops.prepare_woq(canonical.to("cuda"), dtype)
+        matmul = woq_ops.row_matmul(FusableLinear(woq_ops.woq_linear, prepared, None))
+        assert matmul is not None and not matmul.rotates(64, 64)
+        row, normed, summed = _normed_row(k, dtype, True, seed)
+        assert woq_ops.row_fits(row) == (k <= woq_ops.MAX_ROW_INPUTS)
+        problem = mismatch(f"normed k={k}", matmul(row).cpu().float(),
+                           reference(normed.float(), canonical), op_tolerance("woq_linear", dtype))
+        assert problem is None, problem
+        assert torch.equal(row.summed.cpu(), summed)
+    _, canonical = _weight(32, 1024, 128, True, dtype, 3)
+    prepared = woq_ops.prepare_woq(canonical.to("cuda"), dtype)
+    matmul = woq_ops.row_matmul(FusableLinear(woq_ops.woq_linear, prepared, None))
+    gate_up = torch.randn(1, 2048, generator=torch.Generator().manual_seed(4)).to(dtype)
+    g, u = gate_up.float().chunk(2, dim=-1)
+    gated = (g * torch.sigmoid(g) * u).to(dtype)
+    problem = mismatch("gated", matmul(RowInput.gated(gate_up.cuda())).cpu().float(),
+                       reference(gated.float(), canonical), op_tolerance("woq_linear", dtype))
+    assert problem is None, problem
+    # A Triton weight (GGUF Q4_1's minimum offsets) is not the kernel's.
+    q4_1 = GroupQuantWeight(canonical.codes, canonical.scales,
+                            canonical.offsets + 0.3 * canonical.scales)
+    assert woq_ops.row_matmul(FusableLinear(woq_ops.woq_linear,
+                                            woq_ops.prepare_woq(q4_1.to("cuda"), dtype),
+                                            None)) is None

@@ -13,13 +13,14 @@ gemv) with the same tiles, and each fused op is computed as its own kernel compu
 so the layer's results are the op-by-op ones (bit for bit in Triton's interpreter; on a
 GPU to float32's rounding, the compiled kernels ordering their sums by their own
 layouts). A layer is fused only where every op the spec names is the platform's launcher
-of these kernels (so nothing else would have run) and every linear has a one-row kernel
-here.
+of these kernels (so nothing else would have run) and every linear has a one-row kernel,
+here or among the platform's own (`fuse_decode_layer`'s `row_matmuls`, e.g. pagoda-cuda's
+CUDA C++ kernel, which computes the normed inputs but rotates nothing).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,20 +40,26 @@ from pagoda.quant.tensors import Fp8Weight
 
 @dataclass(frozen=True)
 class RowMatmul:
-    """A linear layer of one row through one of the one-row kernels, tiled as `tiles`
-    says: [1, N] from a row input, its heads rotated where a `RowRotary` is given."""
+    """A linear layer of one row through one of the one-row kernels: [1, N] from a row
+    input, its heads rotated where a `RowRotary` is given (a kernel tiled as `tiles` says;
+    None: a kernel without the rotary epilogue, never given one)."""
 
     run: Callable[[RowInput, RowRotary | None], torch.Tensor]
     n: int
-    tiles: GemvTiles | GemvPlan
+    tiles: GemvTiles | GemvPlan | None
 
     def __call__(self, row: RowInput, rotary: RowRotary | None = None) -> torch.Tensor:
         return self.run(row, rotary)
 
     def rotates(self, head_size: int, rot_dim: int) -> bool:
         """Whether its epilogue can rotate heads of `head_size` (`RowRotary.fits`)."""
-        return RowRotary.fits(self.n, self.tiles.block_n, self.tiles.num_splits, head_size,
-                              rot_dim)
+        return self.tiles is not None and RowRotary.fits(
+            self.n, self.tiles.block_n, self.tiles.num_splits, head_size, rot_dim)
+
+
+RowMatmulBuilder = Callable[[FusableLinear], RowMatmul | None]
+"""A platform's own one-row kernel for a linear (`fuse_decode_layer`'s `row_matmuls`), or
+None where it has none for it."""
 
 
 def row_matmul(linear: FusableLinear, kernels: LaunchedKernels) -> RowMatmul | None:
@@ -166,20 +173,30 @@ class TritonDecodeLayer:
 
 
 def fuse_decode_layer(spec: DecodeLayerSpec, kernels: LaunchedKernels, *,
-                      fuse_norms: bool = True, quantized: bool = True) -> Any | None:
-    """A `TritonDecodeLayer` for the layer where its ops are `kernels`' launchers and its
-    linears have one-row kernels (and, unless `quantized`, unquantized weights); else None
-    (the layer runs op by op)."""
-    linears = (spec.qkv, spec.o, spec.gate_up, spec.down)
-    if not quantized and not all(isinstance(lin.weight, torch.Tensor) for lin in linears):
-        return None
+                      fuse_norms: bool = True, quantized: bool = True,
+                      row_matmuls: Sequence[RowMatmulBuilder] = ()) -> Any | None:
+    """A `TritonDecodeLayer` for the layer where its ops are `kernels`' launchers and each
+    linear has a one-row kernel: the platform's first of `row_matmuls` that takes it, else
+    the one here (for unquantized weights only, unless `quantized`); else None (the layer
+    runs op by op)."""
     if (spec.rms_norm is not kernels.rms_norm
             or spec.fused_add_rms_norm is not kernels.fused_add_rms_norm
             or spec.rotary_embedding is not kernels.rotary_embedding
             or spec.act_and_mul is not kernels.silu_and_mul):
         return None
-    matmuls = [row_matmul(linear, kernels) for linear in linears]
+    matmuls = [_row_matmul(linear, kernels, quantized, row_matmuls)
+               for linear in (spec.qkv, spec.o, spec.gate_up, spec.down)]
     qkv, o, gate_up, down = matmuls
     if qkv is None or o is None or gate_up is None or down is None:
         return None
     return TritonDecodeLayer(spec, qkv, o, gate_up, down, fuse_norms=fuse_norms)
+
+
+def _row_matmul(linear: FusableLinear, kernels: LaunchedKernels, quantized: bool,
+                platform_kernels: Sequence[RowMatmulBuilder]) -> RowMatmul | None:
+    for build in platform_kernels:
+        if (found := build(linear)) is not None:
+            return found
+    if not quantized and not isinstance(linear.weight, torch.Tensor):
+        return None
+    return row_matmul(linear, kernels)
