@@ -355,6 +355,20 @@ cudaError_t launch(Kernel<T> kernel, size_t shared_bytes, void* out, const void*
       group_shift, norm);
 }
 
+// One row of x that is an RMSNorm's input (pagoda_woq4_mma_row), the row in shared memory.
+template <typename T>
+cudaError_t launch_row(int input, void* out, const void* x, const void* residual,
+                       const void* norm_weight, void* summed, float eps, const void* words,
+                       const void* scales, const void* zeros, const void* bias, int n, int k,
+                       int64_t stride_wn, int64_t stride_sn, int group_shift, int warps,
+                       bool dependent, cudaStream_t stream) {
+  const RowNorm<T> norm{static_cast<const T*>(residual), static_cast<const T*>(norm_weight),
+                        static_cast<T*>(summed), eps};
+  return launch<T>(pick_row<T>(input, warps, group_shift), static_cast<size_t>(k) * sizeof(T),
+                   out, x, words, scales, zeros, bias, 1, n, k, k, n, stride_wn, stride_sn,
+                   group_shift, warps, norm, dependent, stream);
+}
+
 bool bad_shape(int m, int n, int k, int group_shift, int warps) {
   return m < 1 || m > 16 || n % kRows != 0 || k <= 0 || k % kChunk != 0 || group_shift < 5 ||
          group_shift > 8 || (warps != 4 && warps != 8);
@@ -408,24 +422,15 @@ int pagoda_woq4_mma_row(int dtype, int input, void* out, const void* x, const vo
   }
   if (const cudaError_t e = cudaSetDevice(device); e != cudaSuccess) return e;
   auto s = static_cast<cudaStream_t>(stream);
-  const size_t row_bytes = static_cast<size_t>(k) * 2;
   switch (dtype) {
-    case pagoda_cuda::kBfloat16: {
-      using T = __nv_bfloat16;
-      const RowNorm<T> norm{static_cast<const T*>(residual), static_cast<const T*>(norm_weight),
-                            static_cast<T*>(summed), eps};
-      return launch<T>(pick_row<T>(input, warps, group_shift), row_bytes, out, x, words, scales,
-                       zeros, bias, 1, n, k, k, n, stride_wn, stride_sn, group_shift, warps,
-                       norm, dependent, s);
-    }
-    case pagoda_cuda::kFloat16: {
-      using T = __half;
-      const RowNorm<T> norm{static_cast<const T*>(residual), static_cast<const T*>(norm_weight),
-                            static_cast<T*>(summed), eps};
-      return launch<T>(pick_row<T>(input, warps, group_shift), row_bytes, out, x, words, scales,
-                       zeros, bias, 1, n, k, k, n, stride_wn, stride_sn, group_shift, warps,
-                       norm, dependent, s);
-    }
+    case pagoda_cuda::kBfloat16:
+      return launch_row<__nv_bfloat16>(input, out, x, residual, norm_weight, summed, eps, words,
+                                       scales, zeros, bias, n, k, stride_wn, stride_sn,
+                                       group_shift, warps, dependent, s);
+    case pagoda_cuda::kFloat16:
+      return launch_row<__half>(input, out, x, residual, norm_weight, summed, eps, words, scales,
+                                zeros, bias, n, k, stride_wn, stride_sn, group_shift, warps,
+                                dependent, s);
     default:
       return pagoda_cuda::kBadType;
   }
