@@ -73,10 +73,10 @@ class CudaPlatform(AcceleratorPlatform):
         from pagoda_cuda.triton_ops import KERNELS
 
         every = mode in ("1", "rotary_silu")
-        native = (woq_ops.row_matmul, woq_ops.triton_row_matmul) if every else (
-            (woq_ops.row_matmul,) if mode == "native" else ())
+        own = ((woq_ops.row_matmul, woq_ops.triton_row_matmul) if every
+               else (woq_ops.row_matmul,) if mode == "native" else ())
         return fuse_decode_layer(spec, KERNELS, fuse_norms=mode != "rotary_silu",
-                                 quantized=every, row_matmuls=native)
+                                 quantized=every, row_matmuls=own)
 
     def describe(self) -> dict[str, object]:
         info = super().describe()
