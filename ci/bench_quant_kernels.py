@@ -74,6 +74,14 @@ def _native() -> Callable[[int], Callable[..., Any]] | None:
 native_mma = _native()
 
 
+def _native_fp8_row(x: torch.Tensor, w: ql.ScaledWeight) -> torch.Tensor:
+    """pagoda-cuda's FP8 one-row kernel (`pagoda_cuda.fp8_ops.fp8_row`; sm_89 on)."""
+    from pagoda_cuda import fp8_ops
+
+    out = torch.empty(1, w.shape[0], dtype=x.dtype, device=x.device)
+    return fp8_ops.fp8_row(out, x, w, None)
+
+
 def prepare_int4(weight: Any, dtype: torch.dtype) -> Any:
     """pagoda-cuda's `woq_linear` preparation where it is installed, else Triton's."""
     try:
@@ -214,6 +222,8 @@ def paths(op: str, m: int, n: int, k: int, units: int) -> dict[str, Callable[...
     if m == 1 and op == "fp8":
         for plan in _row_plans(n, k, units):
             found[f"row {plan.label}"] = _fp8_row(plan)
+        if native_mma is not None:  # the library runs here: its FP8 row kernel too
+            found["cuda fp8_row"] = _native_fp8_row
     if op == "fp8" and k % 16 == 0 and n % 16 == 0:
         found["scaled_mm"] = _scaled_mm
     if op == "int8" and m > 16:

@@ -35,7 +35,8 @@ UN C with INT4 weights, the layers op by op (PAGODA_CUDA_FUSE_DECODE=dense) and 
    CUDA C++ kernel, which computes the norms (=native), each with dependent launch off and
    for all but the Triton matmuls
 X  C with INT4 weights on Triton's kernels (PAGODA_EXCLUDED_PROVIDERS=woq_linear/cuda_native),
-   then on pagoda-cuda's CUDA C++ kernel, in one run
+   then on pagoda-cuda's CUDA C++ kernel, in one run; `XF` the same with FP8 weights (the
+   FP8 kernel, off by default until measured: PAGODA_CUDA_NATIVE_FP8=1)
 V  speculative decoding (ci/bench_speculative.py), each beside no speculation: n-gram
    prompt lookup on the copy-heavy chat workload (the bundled SmolLM2-135M, real weights),
    and one request (128 in, 128 out) of the 8B shape with a Qwen3-0.6B-shape draft of the
@@ -285,6 +286,13 @@ def native_c(out: Path, llama: Path, s: dict) -> list[dict]:
     triton = {"PAGODA_EXCLUDED_PROVIDERS": "woq_linear/cuda_native"}
     return [quantized_c(out, llama, s, "int4", "int4", "report", env, name=f"int4-{name}")
             for name, env in (("triton", triton), ("cuda-native", {}))]
+
+
+def native_fp8_c(out: Path, llama: Path, s: dict) -> list[dict]:
+    """XF: C with FP8 weights on Triton's one-row kernel, then on the CUDA C++ kernel."""
+    return [quantized_c(out, llama, s, "fp8", "fp8", "TPOT <= 2.4 ms",
+                        {"PAGODA_CUDA_NATIVE_FP8": on}, name=f"fp8-{name}")
+            for name, on in (("triton", "0"), ("cuda-native", "1"))]
 
 
 def fused_decode(out: Path, llama: Path, s: dict) -> list[dict]:
@@ -610,6 +618,7 @@ def main() -> int:
             "W4": lambda: dependent_launch(out, llama, s8, int4_only=True),
             "U": lambda: fused_decode(out, llama, s8), "X": lambda: native_c(out, llama, s8),
             "UN": lambda: native_fused(out, llama, s8),
+            "XF": lambda: native_fp8_c(out, llama, s8),
             "T": lambda: tensor_parallel(out, llama, s8),
             "Y": lambda: llama70b(out, big, shape(big)), "Z": lambda: all_reduce(out)}
     for key in dict.fromkeys(wanted):

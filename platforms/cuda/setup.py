@@ -20,7 +20,7 @@ from pathlib import Path
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 
-SOURCES = ["csrc/woq_mma.cu", "csrc/errors.cu"]
+SOURCES = ["csrc/woq_mma.cu", "csrc/fp8_row.cu", "csrc/errors.cu"]
 ARCHS = "80;86;89;90"
 """Compute capabilities compiled for (machine code for each, PTX of the last): mma.sync
 with bfloat16 needs 8.0."""

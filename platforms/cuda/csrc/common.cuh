@@ -13,7 +13,7 @@ namespace pagoda_cuda {
 // The version of the launchers' C signatures (pagoda_cuda.native.ABI_VERSION must equal it):
 // bump it with any change to an exported launcher's parameters, so that Python never calls
 // a library built from other sources with arguments laid out for this one.
-constexpr int kAbiVersion = 2;
+constexpr int kAbiVersion = 3;
 
 // Error codes of the launchers besides CUDA's own (cudaError_t values are below 1000);
 // pagoda_cuda_error_string (errors.cu) names each.
@@ -59,6 +59,17 @@ cudaError_t launch_kernel(void (*kernel)(Params...), dim3 grid, dim3 block, size
   config.attrs = &attribute;
   config.numAttrs = dependent ? 1 : 0;
   return cudaLaunchKernelEx(&config, kernel, static_cast<Params>(args)...);
+}
+
+// c += a b by mma.sync m16n8k16 with float16 operands (a: 16 x 16, row-major fragments; b:
+// 16 x 8, column-major) and float32 accumulators.
+__device__ __forceinline__ void mma_f16(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
+                                        uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, "
+      "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
 constexpr int kMmaRows = 16;  // weight rows a block: the MMA's M

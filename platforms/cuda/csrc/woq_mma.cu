@@ -86,11 +86,7 @@ struct Half<__half> {
   static constexpr uint32_t kMagic = 0x64006400u;  // 1024.0 in both halves
   static __device__ T2 pair(__half v) { return __half2half2(v); }
   static __device__ void mma(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, "
-        "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+    pagoda_cuda::mma_f16(c, a, b0, b1);
   }
 };
 

@@ -13,10 +13,13 @@ from __future__ import annotations
 import ctypes
 import functools
 import os
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import torch
 
+from pagoda.kernels.triton.common import rows
 from pagoda.kernels.triton.launch import KERNEL_FAMILIES
 
 MIN_CAPABILITY = (8, 0)
@@ -28,10 +31,11 @@ _SIGNATURES = {
                         _P],
     "pagoda_woq4_mma_row": [_I, _I, _P, _P, _P, _P, _P, _F, _P, _P, _P, _P, _I, _I, _L, _L, _I,
                             _I, _I, _I, _P],
+    "pagoda_fp8_row": [_I, _P, _P, _P, _P, _P, _P, _I, _I, _L, _I, _I, _P],
 }
 """Each launcher's arguments; the last three (whether to launch dependently, the device's
 index and its stream) `call` adds."""
-ABI_VERSION = 2
+ABI_VERSION = 3
 """The launchers' signature version these `_SIGNATURES` describe (csrc/common.cuh's
 kAbiVersion): a library reporting another was built from other sources and is not called."""
 DTYPE_CODES = {torch.bfloat16: 0, torch.float16: 1}
@@ -148,3 +152,19 @@ def call(name: str, device: torch.device, *args: object) -> None:
 def pointer(t: torch.Tensor | None) -> int | None:
     """A tensor's address for a launcher, None (a null pointer) for no tensor."""
     return None if t is None else t.data_ptr()
+
+
+def linear(x: torch.Tensor, weight: Any, bias: torch.Tensor | None,
+           fits: Callable[[torch.Tensor, Any, torch.Tensor | None], bool],
+           kernel: Callable[..., torch.Tensor],
+           fallback: Callable[..., torch.Tensor]) -> torch.Tensor:
+    """A quantized linear op of x [..., K]: `kernel(out2, x2, weight, bias)` into a new output
+    where `fits(x2, weight, bias)` holds for x's rows x2 [M, K], else `fallback(x, weight,
+    bias)` (Triton's op)."""
+    k, n = x.shape[-1], weight.shape[0]
+    x2 = rows(x, k)
+    if not fits(x2, weight, bias):
+        return fallback(x, weight, bias)
+    out = torch.empty((*x.shape[:-1], n), dtype=x.dtype, device=x.device)
+    kernel(out.view(-1, n), x2, weight, bias)
+    return out

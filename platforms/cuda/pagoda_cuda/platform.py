@@ -73,7 +73,7 @@ class CudaPlatform(AcceleratorPlatform):
         from pagoda_cuda.triton_ops import KERNELS
 
         every = mode in ("1", "rotary_silu")
-        own = ((woq_ops.row_matmul, woq_ops.triton_row_matmul) if every
+        own = ((woq_ops.row_matmul, _triton_row_matmul) if every
                else (woq_ops.row_matmul,) if mode == "native" else ())
         return fuse_decode_layer(spec, KERNELS, fuse_norms=mode != "rotary_silu",
                                  quantized=every, row_matmuls=own)
@@ -82,3 +82,18 @@ class CudaPlatform(AcceleratorPlatform):
         info = super().describe()
         info["capability"] = ".".join(map(str, self.capability(0)))
         return info
+
+
+def _triton_row_matmul(linear: Any) -> Any:
+    """Triton's one-row kernel for a linear of a "cuda_native" provider (which hands Triton
+    the weights its kernel does not take, and has no fused-layer kernel of its own for
+    them), or None."""
+    from dataclasses import replace
+
+    from pagoda.kernels.triton.decode_layer import row_matmul
+    from pagoda_cuda import fp8_ops, woq_ops
+    from pagoda_cuda.triton_ops import KERNELS
+
+    triton_op = {woq_ops.woq_linear: KERNELS.woq_linear,
+                 fp8_ops.fp8_linear: KERNELS.fp8_linear}.get(linear.op)
+    return None if triton_op is None else row_matmul(replace(linear, op=triton_op), KERNELS)

@@ -24,15 +24,27 @@ def native_unavailable() -> str | None:
     return TRITON() or unavailable()
 
 
+def native_fp8_unavailable() -> str | None:
+    """Why the FP8 "cuda_native" provider cannot run here (`pagoda_cuda.fp8_ops.unavailable`:
+    off until measured), or None."""
+    from pagoda_cuda.fp8_ops import unavailable
+
+    return TRITON() or unavailable()
+
+
 _QUANT = "pagoda.kernels.triton.quant_linear"
 NATIVE_PROVIDERS = [
     KernelProvider("woq_linear", "cuda_native", "pagoda_cuda.woq_ops:woq_linear", (PLATFORM,),
                    priority=20, is_available="pagoda_cuda.plugin:native_unavailable",
                    supports=f"{_QUANT}:supports_woq", prepare="pagoda_cuda.woq_ops:prepare_woq"),
+    KernelProvider("fp8_linear", "cuda_native", "pagoda_cuda.fp8_ops:fp8_linear", (PLATFORM,),
+                   priority=20, is_available="pagoda_cuda.plugin:native_fp8_unavailable",
+                   supports=f"{_QUANT}:supports_fp8", prepare="pagoda_cuda.fp8_ops:prepare_fp8"),
 ]
-"""The CUDA C++ kernel of csrc/woq_mma.cu for a few rows (Triton's for the rest), ahead of
-the Triton providers where it can run. (An FP8 one-row kernel on mma.sync was measured
-against Triton's FP8 GEMV on an H100 and lost on every 8B shape: docs/benchmarks.md.)"""
+"""The CUDA C++ kernels of csrc/ for a few rows (Triton's for the rest), ahead of the Triton
+providers where they can run: woq_mma.cu for 4-bit weights; fp8_row.cu for one row of FP8
+weights, off until measured (session 19's FP8 kernel, e4m3 MMAs that sm_90 emulates, lost to
+Triton's FP8 GEMV on every 8B shape: docs/benchmarks.md)."""
 
 plugin = PlatformPlugin(
     PLATFORM, __version__, api_version=TARGET_PLUGIN_API, package="pagoda-cuda",

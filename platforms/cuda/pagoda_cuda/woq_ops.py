@@ -21,12 +21,11 @@ one-sequence decode step launch no norm kernel.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, fields
 
 import torch
 
-from pagoda.kernels.triton import decode_layer, quant_linear
-from pagoda.kernels.triton.common import rows
+from pagoda.kernels.triton import quant_linear
 from pagoda.kernels.triton.decode_layer import RowMatmul
 from pagoda.kernels.triton.row_input import GATED, NORMED, RowInput
 from pagoda.kernels.triton.woq_gemm import PackedGroupWeight
@@ -169,14 +168,6 @@ def row_matmul(linear: FusableLinear) -> RowMatmul | None:
     return RowMatmul(run, n, None)
 
 
-def triton_row_matmul(linear: FusableLinear) -> RowMatmul | None:
-    """Triton's one-row kernel for a linear of this provider whose weight the kernel does
-    not take (`row_matmul` first: the provider hands the rest to Triton)."""
-    if linear.op is not woq_linear:
-        return None
-    return decode_layer.row_matmul(replace(linear, op=KERNELS.woq_linear), KERNELS)
-
-
 def _input(row: RowInput) -> torch.Tensor:
     """The row's input as its ops' kernels compute it (x + residual into `row.summed`)."""
     if row.kind == GATED:
@@ -195,10 +186,4 @@ def _input(row: RowInput) -> torch.Tensor:
 def woq_linear(x: torch.Tensor, weight: NativeGroupWeight,
                bias: torch.Tensor | None = None) -> torch.Tensor:
     """See `pagoda.ops.quant_reference.woq_linear`; `weight` from `prepare_woq`."""
-    k, n = x.shape[-1], weight.shape[0]
-    x2 = rows(x, k)
-    if not fits(x2, weight, bias):
-        return KERNELS.woq_linear(x, weight, bias)
-    out = torch.empty((*x.shape[:-1], n), dtype=x.dtype, device=x.device)
-    woq4_mma(out.view(-1, n), x2, weight, bias)
-    return out
+    return native.linear(x, weight, bias, fits, woq4_mma, KERNELS.woq_linear)

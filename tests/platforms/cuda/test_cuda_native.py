@@ -4,6 +4,7 @@ reference, through the provider's choice of kernel and through a CUDA graph."""
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import shutil
 import subprocess
@@ -25,6 +26,9 @@ CSRC = Path(__file__).parents[3] / "platforms" / "cuda" / "csrc"
 gpu = pytest.mark.skipif(not torch.cuda.is_available() or native.unavailable() is not None,
                          reason="needs an NVIDIA GPU (compute capability 8.0+) and pagoda-cuda "
                                 "built with nvcc (run ci/gpu.sh on a GPU machine)")
+gpu_fp8 = pytest.mark.skipif(not torch.cuda.is_available() or native.unavailable((8, 9)),
+                             reason="needs an NVIDIA GPU of compute capability 8.9+ and "
+                                    "pagoda-cuda built with nvcc")
 
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed")
@@ -81,6 +85,13 @@ def test_launchers_refuse_what_their_kernels_do_not_take() -> None:
                                        None, None, None, a["n"], a["k"], 0, 0,
                                        a["group_shift"], a["warps"], 0, 0, None)
         assert code == 1001, bad
+    fp8 = dict(n=32, k=256, stride=256)
+    for bad in ({"n": 40}, {"n": 0}, {"k": 96}, {"k": 16384 + 64, "stride": 16448},
+                {"stride": 264}):
+        a = fp8 | bad
+        code = lib.pagoda_fp8_row(0, None, None, None, None, None, None, a["n"], a["k"],
+                                  a["stride"], 0, 0, None)
+        assert code == 1001, bad
     assert lib.pagoda_cuda_error_string(1001) == b"unsupported shape or launch"
     assert lib.pagoda_cuda_error_string(1002) == b"unsupported dtype"
     assert lib.pagoda_cuda_error_string(100) == b"no CUDA-capable device is detected"
@@ -101,6 +112,37 @@ def test_dependent_launch_variable(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.setenv(native.DEPENDENT_LAUNCH_ENV, mode)
         with pytest.raises(ValueError, match=f"PAGODA_CUDA_DEPENDENT_LAUNCH={mode!r}.*gemv"):
             native.dependent_launch_wanted()
+
+
+def test_fp8_provider_is_off_until_enabled(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The FP8 kernel serves only with PAGODA_CUDA_NATIVE_FP8=1 (not yet measured on a GPU),
+    and then only where the library runs on sm_89 or later."""
+    from pagoda_cuda import fp8_ops
+
+    monkeypatch.delenv(fp8_ops.ENABLE_ENV, raising=False)
+    assert f"{fp8_ops.ENABLE_ENV}=1 turns it on" in fp8_ops.unavailable()
+    monkeypatch.setenv(fp8_ops.ENABLE_ENV, "1")
+    assert fp8_ops.unavailable() == native.unavailable((8, 9))
+
+
+def test_fp8_provider_hands_triton_what_the_kernel_does_not_take() -> None:
+    """`fp8_ops.fits`, on CPU tensors: one row, 16-bit x, unblocked e4m3 codes with row
+    scales, N % 16, K % 64 up to 16384, aligned rows."""
+    from pagoda.quant.rtn import fp8_weight
+    from pagoda_cuda.fp8_ops import fits, prepare_fp8
+
+    bf16 = torch.bfloat16
+    w = prepare_fp8(fp8_weight(torch.randn(48, 256)))
+    x = torch.randn(1, 256).to(bf16)
+    assert fits(x, w, None) and fits(x, w, torch.zeros(48, dtype=bf16))
+    assert not fits(torch.randn(2, 256).to(bf16), w, None)  # rows
+    assert not fits(x.float(), w, None)  # a float32 model
+    assert not fits(x, w, torch.zeros(48))  # bias type
+    assert not fits(torch.randn(1, 260).to(bf16)[:, 4:], w, None)  # misaligned x
+    assert not fits(x, prepare_fp8(fp8_weight(torch.randn(40, 256))), None)  # N % 16
+    assert not fits(torch.randn(1, 288).to(bf16), prepare_fp8(fp8_weight(torch.randn(48, 288))),
+                    None)  # K % 64
+    assert not fits(x, prepare_fp8(fp8_weight(torch.randn(48, 256), block=(16, 128))), None)
 
 
 def test_provider_hands_triton_what_the_kernel_does_not_take() -> None:
@@ -353,3 +395,69 @@ def test_fused_layer_matmul_takes_any_row_input() -> None:
     assert woq_ops.row_matmul(FusableLinear(woq_ops.woq_linear,
                                             woq_ops.prepare_woq(q4_1.to("cuda"), dtype),
                                             None)) is None
+
+
+@gpu_fp8
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
+@pytest.mark.parametrize("static", [False, True], ids=["per-token", "static"])
+@pytest.mark.parametrize("shape", [(48, 1024), (6144, 4096), (4096, 14336)],
+                         ids=["small", "qkv", "down"])
+def test_fp8_rows(dtype: torch.dtype, static: bool, shape: tuple[int, int]) -> None:
+    """pagoda_fp8_row against the reference's fp8_linear: x quantized per token (or by a
+    static scale), the codes and x multiplied exactly, both scales after the sum."""
+    from pagoda.ops.quant_reference import fp8_linear as fp8_reference
+    from pagoda.quant.rtn import fp8_weight
+    from pagoda_cuda.fp8_ops import fits, fp8_row, prepare_fp8
+
+    n, k = shape
+    gen = torch.Generator().manual_seed(n + static)
+    canonical = fp8_weight(torch.randn(n, k, generator=gen) * k**-0.5)
+    if static:
+        canonical = dataclasses.replace(canonical, input_scale=torch.tensor(0.02))
+    x = (torch.randn(1, k, generator=gen) * 3).to(dtype)
+    bias = (torch.randn(n, generator=gen) * 0.1).to(dtype) if n < 1000 else None
+    prepared = prepare_fp8(canonical.to("cuda"))
+    xc, bc = x.cuda(), bias.cuda() if bias is not None else None
+    assert fits(xc, prepared, bc)
+    out = torch.full((1, n), float("nan"), dtype=dtype, device="cuda")
+    fp8_row(out, xc, prepared, bc)
+    want = fp8_reference(x, canonical, bias).float()
+    problem = mismatch(f"{shape} static={static}", out.cpu().float(), want,
+                       op_tolerance("fp8_linear", dtype))
+    assert problem is None, problem
+
+
+@gpu_fp8
+def test_fp8_provider_serves_single_rows(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With PAGODA_CUDA_NATIVE_FP8=1 fp8_linear resolves to the kernel, which takes one row
+    and hands more rows to Triton, both as the reference computes them; in a CUDA graph
+    too."""
+    from pagoda.ops.quant_reference import fp8_linear as fp8_reference
+    from pagoda.quant.rtn import fp8_weight
+    from pagoda_cuda import fp8_ops
+
+    monkeypatch.setenv(fp8_ops.ENABLE_ENV, "1")
+    assert OpTable("cuda", dtype=torch.bfloat16).providers["fp8_linear"] == "cuda/cuda_native"
+    gen = torch.Generator().manual_seed(9)
+    canonical = fp8_weight(torch.randn(256, 512, generator=gen) / 16)
+    prepared = fp8_ops.prepare_fp8(canonical.to("cuda"))
+    rows_seen = []
+    kernel = fp8_ops.fp8_row
+    monkeypatch.setattr(fp8_ops, "fp8_row",
+                        lambda *a: rows_seen.append(a[1].shape[0]) or kernel(*a))
+    for m in (1, 3):
+        x = torch.randn(m, 512, generator=gen).to(torch.bfloat16)
+        problem = mismatch(f"{m} rows", fp8_ops.fp8_linear(x.cuda(), prepared).cpu().float(),
+                           fp8_reference(x, canonical).float(),
+                           op_tolerance("fp8_linear", torch.bfloat16))
+        assert problem is None, problem
+    assert rows_seen == [1]
+    x = torch.zeros(1, 512, dtype=torch.bfloat16, device="cuda")
+    fp8_ops.fp8_linear(x, prepared)  # warm
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = fp8_ops.fp8_linear(x, prepared)
+    x.copy_(torch.randn(1, 512, generator=gen))
+    graph.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(out, fp8_ops.fp8_linear(x, prepared))

@@ -69,6 +69,7 @@ def test_listed_by_pagoda_plugins() -> None:
     assert rec["attention_backends"] == ["triton"]
     assert rec["kernel_providers"] == {op: ["triton"] for op in (*TRITON_OPS, *TRITON_QUANT_OPS)
                                        } | {"woq_linear": ["cuda_native", "triton"],
+                                            "fp8_linear": ["cuda_native", "triton"],
                                             "all_reduce": ["cuda_symm_mem"]}
     [device] = rec["devices"]
     assert device["name"] == "cuda" and device["usable"] is HAS_GPU
@@ -125,7 +126,7 @@ def test_registered_targets_are_the_shared_kernels() -> None:
             else:
                 assert not load_target(entry.spec.supports)(dtype=torch.float16, head_size=512)
     assert {name for _, name in names} == {"triton", "cuda_native", "cuda_symm_mem"}
-    assert {op for op, name in names if name == "cuda_native"} == {"woq_linear"}
+    assert {op for op, name in names if name == "cuda_native"} == {"woq_linear", "fp8_linear"}
 
 
 H200 = GpuInfo("NVIDIA H200", "GPU-1111aaaa-0000", 143_771 * 2**20)

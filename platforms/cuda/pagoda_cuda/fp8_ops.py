@@ -1,0 +1,76 @@
+"""fp8_linear on NVIDIA GPUs ("cuda_native" provider): one row of 16-bit x times e4m3 codes
+with row scales through the tensor-core kernel of `csrc/fp8_row.cu` (`pagoda_cuda.native`),
+everything else through the shared Triton kernels (`pagoda.kernels.triton.quant_linear`),
+on Triton's prepared weight (row-major codes, float32 scales), which the kernel reads as it
+is.
+
+The kernel quantizes x as the reference does (per token, or by the checkpoint's static
+scale) into shared memory, turns each pair of codes into a float16 pair in one conversion
+and multiplies both exactly on mma.sync, summing in float32. It needs the e4m3 conversion
+instructions of compute capability 8.9 (sm_89, sm_90), and takes one row, N a multiple of
+16, K of 64 up to 16384, rows of codes 16-byte aligned; blocked weights go to Triton.
+
+Not yet measured on a GPU: until it has been (its tests, and C with FP8 weights against
+Triton's one-row kernel, `ci/gpu_bench.py OUT XF`), the provider is off unless ENABLE_ENV
+is 1.
+"""
+
+from __future__ import annotations
+
+import os
+
+import torch
+
+from pagoda.kernels.triton.quant_linear import ScaledWeight, prepare_fp8
+from pagoda.quant.tensors import FP8_DTYPE
+from pagoda_cuda import native
+from pagoda_cuda.triton_ops import KERNELS
+
+__all__ = ["fits", "fp8_linear", "fp8_row", "prepare_fp8", "unavailable"]
+
+NEEDS = (8, 9)
+"""cvt.rn.f16x2.e4m3x2 (older GPUs would convert each code in software)."""
+ROW_TILE, K_TILE, MAX_INPUTS = 16, 64, 16384
+ENABLE_ENV = "PAGODA_CUDA_NATIVE_FP8"
+"""1: serve fp8_linear's single rows on the kernel (off until measured on a GPU)."""
+
+
+def unavailable() -> str | None:
+    """Why the provider does not serve here, or None (`KernelProvider.is_available`)."""
+    if os.environ.get(ENABLE_ENV) != "1":
+        return (f"off until measured against Triton's FP8 row kernel on a GPU ({ENABLE_ENV}=1 "
+                "turns it on)")
+    return native.unavailable(NEEDS)
+
+
+def fits(x2: torch.Tensor, weight: ScaledWeight, bias: torch.Tensor | None) -> bool:
+    """Whether the kernel takes x [1, K] times `weight` (+ `bias`)."""
+    codes = weight.weight
+    n, k = codes.shape
+    static = weight.input_scale
+    return (x2.shape == (1, k) and x2.dtype in native.DTYPE_CODES and weight.block is None
+            and codes.dtype == FP8_DTYPE and n % ROW_TILE == 0 and k % K_TILE == 0
+            and k <= MAX_INPUTS and codes.stride(1) == 1 and codes.stride(0) % 16 == 0
+            and codes.data_ptr() % 16 == 0
+            and weight.scale.dtype == torch.float32 and weight.scale.shape == (n,)
+            and weight.scale.is_contiguous()
+            and (static is None or (static.dtype == torch.float32 and static.numel() == 1))
+            and (bias is None or (bias.dtype == x2.dtype and bias.is_contiguous()))
+            and x2.stride(1) == 1 and x2.data_ptr() % 16 == 0)
+
+
+def fp8_row(out2: torch.Tensor, x2: torch.Tensor, weight: ScaledWeight,
+            bias: torch.Tensor | None) -> torch.Tensor:
+    """out2 [1, N] = fp8_linear(x2 [1, K]) (+ bias) on the kernel (`fits` must hold)."""
+    n, k = weight.weight.shape
+    native.call("pagoda_fp8_row", x2.device, native.DTYPE_CODES[x2.dtype], out2.data_ptr(),
+                x2.data_ptr(), weight.weight.data_ptr(), weight.scale.data_ptr(),
+                native.pointer(weight.input_scale), native.pointer(bias), n, k,
+                weight.weight.stride(0))
+    return out2
+
+
+def fp8_linear(x: torch.Tensor, weight: ScaledWeight,
+               bias: torch.Tensor | None = None) -> torch.Tensor:
+    """See `pagoda.ops.quant_reference.fp8_linear`; `weight` from `prepare_fp8`."""
+    return native.linear(x, weight, bias, fits, fp8_row, KERNELS.fp8_linear)
