@@ -32,6 +32,41 @@ __device__ __forceinline__ __nv_bfloat16 from_float(float v) { return __float2bf
 template <>
 __device__ __forceinline__ __half from_float(float v) { return __float2half_rn(v); }
 
+// Eight 16-bit values of a 16-byte vector as floats, and floats rounded back into one.
+template <typename T>
+__device__ __forceinline__ void unpack8(const uint4& v, float (&f)[8]) {
+  const T* h = reinterpret_cast<const T*>(&v);
+#pragma unroll
+  for (int i = 0; i < 8; ++i) f[i] = to_float(h[i]);
+}
+
+template <typename T>
+__device__ __forceinline__ uint4 pack8(const float (&f)[8]) {
+  uint4 v;
+  T* h = reinterpret_cast<T*>(&v);
+#pragma unroll
+  for (int i = 0; i < 8; ++i) h[i] = from_float<T>(f[i]);
+  return v;
+}
+
+// `op` (associative) over every thread's `v` of a block of THREADS threads, returned to all
+// of them, in the same order in each (so every thread gets the same float). Call it once a
+// kernel (its shared memory is the call's own), from every thread.
+template <int THREADS, typename Op>
+__device__ __forceinline__ float block_all_reduce(float v, Op op) {
+  __shared__ float warp_values[THREADS / 32];
+#pragma unroll
+  for (int offset = 16; offset > 0; offset >>= 1) {
+    v = op(v, __shfl_xor_sync(0xffffffffu, v, offset));
+  }
+  if (threadIdx.x % 32 == 0) warp_values[threadIdx.x / 32] = v;
+  __syncthreads();
+  float total = warp_values[0];
+#pragma unroll
+  for (int w = 1; w < THREADS / 32; ++w) total = op(total, warp_values[w]);
+  return total;
+}
+
 // Programmatic dependent launch (sm_90 on): a kernel launched with
 // cudaLaunchAttributeProgrammaticStreamSerialization may start while the kernel ahead of it in
 // the stream still runs; until it calls this it may read only what no kernel of the step

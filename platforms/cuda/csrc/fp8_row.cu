@@ -29,6 +29,7 @@ namespace {
 
 using pagoda_cuda::from_float;
 using pagoda_cuda::to_float;
+using pagoda_cuda::unpack8;
 
 constexpr int kRows = pagoda_cuda::kMmaRows;  // weight rows a block (the MMA's M)
 constexpr int kChunk = 64;                    // inputs a warp step: 4 lanes x 16 codes
@@ -55,7 +56,6 @@ __device__ __forceinline__ __half quantize(float x, float scale) {
 template <typename T, int THREADS>
 __device__ __forceinline__ float quantize_row(uint4* row, const T* x, const float* static_scale,
                                               int k) {
-  __shared__ float warp_max[THREADS / 32];
   const int vectors = k / 8;
   const uint4* xv = reinterpret_cast<const uint4*>(x);
   float scale;
@@ -64,28 +64,23 @@ __device__ __forceinline__ float quantize_row(uint4* row, const T* x, const floa
   } else {
     float amax = 0.0f;
     for (int v = threadIdx.x; v < vectors; v += THREADS) {
-      const uint4 bits = __ldg(xv + v);
-      const T* h = reinterpret_cast<const T*>(&bits);
+      float f[8];
+      unpack8<T>(__ldg(xv + v), f);
 #pragma unroll
-      for (int i = 0; i < 8; ++i) amax = fmaxf(amax, fabsf(to_float(h[i])));
+      for (int i = 0; i < 8; ++i) amax = fmaxf(amax, fabsf(f[i]));
     }
-#pragma unroll
-    for (int offset = 16; offset > 0; offset >>= 1) {
-      amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, offset));
-    }
-    if (threadIdx.x % 32 == 0) warp_max[threadIdx.x / 32] = amax;
-    __syncthreads();
-#pragma unroll
-    for (int w = 0; w < THREADS / 32; ++w) amax = fmaxf(amax, warp_max[w]);
+    amax = pagoda_cuda::block_all_reduce<THREADS>(amax, [](float a, float b) {
+      return fmaxf(a, b);
+    });
     scale = fmaxf(amax, kMinScale * kFp8Max) / kFp8Max;  // a true division, as the reference's
   }
   for (int v = threadIdx.x; v < vectors; v += THREADS) {
-    const uint4 bits = __ldg(xv + v);
-    const T* h = reinterpret_cast<const T*>(&bits);
+    float f[8];
+    unpack8<T>(__ldg(xv + v), f);
     uint4 q;
     __half* qh = reinterpret_cast<__half*>(&q);
 #pragma unroll
-    for (int i = 0; i < 8; ++i) qh[i] = quantize(to_float(h[i]), scale);
+    for (int i = 0; i < 8; ++i) qh[i] = quantize(f[i], scale);
     row[v] = q;
   }
   __syncthreads();

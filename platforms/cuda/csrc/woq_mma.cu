@@ -44,7 +44,9 @@
 namespace {
 
 using pagoda_cuda::from_float;
+using pagoda_cuda::pack8;
 using pagoda_cuda::to_float;
+using pagoda_cuda::unpack8;
 
 constexpr int kRows = pagoda_cuda::kMmaRows;  // weight rows a block (the MMA's M)
 constexpr int kChunk = 128;  // inputs a warp step: 4 lanes x 4 words x 8 codes
@@ -135,23 +137,6 @@ __device__ __forceinline__ void multiply_chunk(float (&acc)[NT][4], const uint4&
   }
 }
 
-// Eight 16-bit values of a 16-byte vector as floats, and floats rounded back into one.
-template <typename T>
-__device__ __forceinline__ void unpack8(const uint4& v, float (&f)[8]) {
-  const T* h = reinterpret_cast<const T*>(&v);
-#pragma unroll
-  for (int i = 0; i < 8; ++i) f[i] = to_float(h[i]);
-}
-
-template <typename T>
-__device__ __forceinline__ uint4 pack8(const float (&f)[8]) {
-  uint4 v;
-  T* h = reinterpret_cast<T*>(&v);
-#pragma unroll
-  for (int i = 0; i < 8; ++i) h[i] = from_float<T>(f[i]);
-  return v;
-}
-
 // row[0, k / 8) = rms_norm(x (+ residual)) * weight, one row of k values (a multiple of 8)
 // in 16-byte vectors, by every thread of the block (THREADS of them); block 0 also stores
 // x + residual. As pagoda.kernels.triton.norm's kernel computes it: the sum rounded to T,
@@ -160,7 +145,6 @@ __device__ __forceinline__ uint4 pack8(const float (&f)[8]) {
 template <typename T, int INPUT, int THREADS>
 __device__ __forceinline__ void normed_row(uint4* row, const T* x, const RowNorm<T>& norm,
                                            int k) {
-  __shared__ float warp_squares[THREADS / 32];
   const int vectors = k / 8;
   float squares = 0.0f;
   for (int v = threadIdx.x; v < vectors; v += THREADS) {
@@ -180,15 +164,8 @@ __device__ __forceinline__ void normed_row(uint4* row, const T* x, const RowNorm
 #pragma unroll
     for (int i = 0; i < 8; ++i) squares = fmaf(f[i], f[i], squares);
   }
-#pragma unroll
-  for (int offset = 16; offset > 0; offset >>= 1) {
-    squares += __shfl_xor_sync(0xffffffffu, squares, offset);
-  }
-  if (threadIdx.x % 32 == 0) warp_squares[threadIdx.x / 32] = squares;
-  __syncthreads();
-  float total = 0.0f;
-#pragma unroll
-  for (int w = 0; w < THREADS / 32; ++w) total += warp_squares[w];
+  const float total =
+      pagoda_cuda::block_all_reduce<THREADS>(squares, [](float a, float b) { return a + b; });
   const float inv_rms = 1.0f / sqrtf(total / static_cast<float>(k) + norm.eps);
   for (int v = threadIdx.x; v < vectors; v += THREADS) {  // this thread's own vectors
     float f[8], w[8];
@@ -305,36 +282,22 @@ __global__ void __launch_bounds__(WARPS * 32)
 template <typename T>
 using Kernel = decltype(&woq4_mma_kernel<T, 1, 8, true>);
 
-template <typename T, bool WHOLE>
+// The kernel for m rows (one 8-column MMA tile up to 8, two above; a normed row is one),
+// `warps` warps and groups of 1 << group_shift inputs.
+template <typename T, bool WHOLE, int INPUT>
 Kernel<T> pick(int m, int warps) {
-  if (m <= 8) {
-    return warps == 4 ? woq4_mma_kernel<T, 1, 4, WHOLE> : woq4_mma_kernel<T, 1, 8, WHOLE>;
+  if constexpr (INPUT == kPlain) {
+    if (m > 8) {
+      return warps == 4 ? woq4_mma_kernel<T, 2, 4, WHOLE> : woq4_mma_kernel<T, 2, 8, WHOLE>;
+    }
   }
-  return warps == 4 ? woq4_mma_kernel<T, 2, 4, WHOLE> : woq4_mma_kernel<T, 2, 8, WHOLE>;
+  return warps == 4 ? woq4_mma_kernel<T, 1, 4, WHOLE, INPUT>
+                    : woq4_mma_kernel<T, 1, 8, WHOLE, INPUT>;
 }
 
-// The kernel for m rows (one 8-column MMA tile up to 8, two above), `warps` warps and
-// groups of 1 << group_shift inputs.
-template <typename T>
+template <typename T, int INPUT = kPlain>
 Kernel<T> pick(int m, int warps, int group_shift) {
-  return group_shift >= 7 ? pick<T, true>(m, warps) : pick<T, false>(m, warps);
-}
-
-template <typename T, int INPUT>
-Kernel<T> pick_row(int warps, int group_shift) {
-  if (group_shift >= 7) {
-    return warps == 4 ? woq4_mma_kernel<T, 1, 4, true, INPUT>
-                      : woq4_mma_kernel<T, 1, 8, true, INPUT>;
-  }
-  return warps == 4 ? woq4_mma_kernel<T, 1, 4, false, INPUT>
-                    : woq4_mma_kernel<T, 1, 8, false, INPUT>;
-}
-
-// The kernel for one row of x of kind `input` (Input).
-template <typename T>
-Kernel<T> pick_row(int input, int warps, int group_shift) {
-  return input == kNormedResidual ? pick_row<T, kNormedResidual>(warps, group_shift)
-                                  : pick_row<T, kNormed>(warps, group_shift);
+  return group_shift >= 7 ? pick<T, true, INPUT>(m, warps) : pick<T, false, INPUT>(m, warps);
 }
 
 template <typename T>
@@ -360,7 +323,10 @@ cudaError_t launch_row(int input, void* out, const void* x, const void* residual
                        bool dependent, cudaStream_t stream) {
   const RowNorm<T> norm{static_cast<const T*>(residual), static_cast<const T*>(norm_weight),
                         static_cast<T*>(summed), eps};
-  return launch<T>(pick_row<T>(input, warps, group_shift), static_cast<size_t>(k) * sizeof(T),
+  const Kernel<T> kernel = input == kNormedResidual
+                              ? pick<T, kNormedResidual>(1, warps, group_shift)
+                              : pick<T, kNormed>(1, warps, group_shift);
+  return launch<T>(kernel, static_cast<size_t>(k) * sizeof(T),
                    out, x, words, scales, zeros, bias, 1, n, k, k, n, stride_wn, stride_sn,
                    group_shift, warps, norm, dependent, stream);
 }
