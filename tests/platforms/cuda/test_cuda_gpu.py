@@ -18,6 +18,7 @@ pytest.importorskip("pagoda_cuda", reason="pagoda-cuda is not installed")
 from pagoda import LLM, SamplingParams  # noqa: E402
 from pagoda.kernels.triton_providers import TRITON_OPS, TRITON_QUANT_OPS  # noqa: E402
 from pagoda.ops import OPS, OpTable  # noqa: E402
+from pagoda.ops.registry import unusable_reason  # noqa: E402
 from pagoda.platforms import Platform, resolve_platform  # noqa: E402
 from pagoda.platforms.platform import budget_within_utilization  # noqa: E402
 from pagoda.plugins import get_registries  # noqa: E402
@@ -92,11 +93,11 @@ def test_ops_resolve_to_triton() -> None:
 @pytest.mark.parametrize("dtype", DTYPES, ids=dtype_name)
 @pytest.mark.parametrize("entry", PROVIDERS, ids=lambda e: e.id)
 def test_provider_matches_reference(entry: ProviderEntry, dtype: torch.dtype) -> None:
+    if reason := unusable_reason(entry.provider, dtype=dtype):  # e.g. symmetric memory, 1 GPU
+        pytest.skip(reason)
     report = check_kernel_provider(entry.provider, dtype, plugin=entry.plugin, device="cuda",
                                    seed=41)
     report.raise_for_failures()
-    if not report.checked and report.skipped[:1] and report.skipped[0].startswith("every case: "):
-        pytest.skip(report.skipped[0])  # unavailable here (symmetric memory on one GPU)
     assert report.checked and not report.skipped
 
 
