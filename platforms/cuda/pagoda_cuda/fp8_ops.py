@@ -10,9 +10,12 @@ and multiplies both exactly on mma.sync, summing in float32. It needs the e4m3 c
 instructions of compute capability 8.9 (sm_89, sm_90), and takes one row, N a multiple of
 16, K of 64 up to 16384, rows of codes 16-byte aligned; blocked weights go to Triton.
 
-Not yet measured on a GPU: until it has been (its tests, and C with FP8 weights against
-Triton's one-row kernel, `ci/gpu_bench.py OUT XF`), the provider is off unless ENABLE_ENV
-is 1.
+Off unless ENABLE_ENV is 1: measured on an H100 (docs/benchmarks.md, session 25), it
+matches Triton's one-row kernel on the 8B shape's qkv, o and gate_up (12.7 / 10.0 / 49.9
+against 13.1 / 10.0 / 48.1 µs) but loses on down (35.1 against 25.5 µs: K = 14336 in one
+block a tile of outputs, where Triton splits K), and C with FP8 weights takes 4.41 ms a
+token on it against 4.12 on Triton (`ci/gpu_bench.py OUT XF`). A split over K is what it
+lacks.
 """
 
 from __future__ import annotations
@@ -32,14 +35,14 @@ NEEDS = (8, 9)
 """cvt.rn.f16x2.e4m3x2 (older GPUs would convert each code in software)."""
 ROW_TILE, K_TILE, MAX_INPUTS = 16, 64, 16384
 ENABLE_ENV = "PAGODA_CUDA_NATIVE_FP8"
-"""1: serve fp8_linear's single rows on the kernel (off until measured on a GPU)."""
+"""1: serve fp8_linear's single rows on the kernel (off: slower than Triton's, above)."""
 
 
 def unavailable() -> str | None:
     """Why the provider does not serve here, or None (`KernelProvider.is_available`)."""
     if os.environ.get(ENABLE_ENV) != "1":
-        return (f"off until measured against Triton's FP8 row kernel on a GPU ({ENABLE_ENV}=1 "
-                "turns it on)")
+        return (f"off: slower than Triton's FP8 row kernel where K is long, measured on an "
+                f"H100 ({ENABLE_ENV}=1 turns it on)")
     return native.unavailable(NEEDS)
 
 

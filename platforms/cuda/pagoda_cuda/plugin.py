@@ -26,7 +26,7 @@ def native_unavailable() -> str | None:
 
 def native_fp8_unavailable() -> str | None:
     """Why the FP8 "cuda_native" provider cannot run here (`pagoda_cuda.fp8_ops.unavailable`:
-    off until measured), or None."""
+    off unless switched on), or None."""
     from pagoda_cuda.fp8_ops import unavailable
 
     return TRITON() or unavailable()
@@ -43,8 +43,8 @@ NATIVE_PROVIDERS = [
 ]
 """The CUDA C++ kernels of csrc/ for a few rows (Triton's for the rest), ahead of the Triton
 providers where they can run: woq_mma.cu for 4-bit weights; fp8_row.cu for one row of FP8
-weights, off until measured (session 19's FP8 kernel, e4m3 MMAs that sm_90 emulates, lost to
-Triton's FP8 GEMV on every 8B shape: docs/benchmarks.md)."""
+weights, off unless switched on: measured, it loses to Triton's FP8 row kernel where K is
+long (as session 19's e4m3-MMA kernel did on every 8B shape: docs/benchmarks.md)."""
 
 plugin = PlatformPlugin(
     PLATFORM, __version__, api_version=TARGET_PLUGIN_API, package="pagoda-cuda",

@@ -81,11 +81,15 @@ def test_memory(cuda: Platform) -> None:
 
 def test_ops_resolve_to_triton() -> None:
     """Every op to the Triton kernels, but woq_linear to the CUDA C++ kernel where it is
-    built and runs (it hands Triton what it does not take)."""
+    built and runs (it hands Triton what it does not take), and fp8_linear too where its
+    switch turns that kernel on."""
+    from pagoda_cuda import fp8_ops
     from pagoda_cuda.native import unavailable
 
     providers = OpTable("cuda", dtype=torch.bfloat16).providers
     native = {"woq_linear": "cuda/cuda_native"} if unavailable() is None else {}
+    if fp8_ops.unavailable() is None:
+        native["fp8_linear"] = "cuda/cuda_native"
     assert providers == {op: "cuda/triton" if op in (*TRITON_OPS, *TRITON_QUANT_OPS)
                          else "core/reference" for op in OPS} | native
 
