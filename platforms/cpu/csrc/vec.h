@@ -4,6 +4,15 @@
 // anonymous namespace (kernels.inc), so every build has its own copy of these inline
 // functions, compiled for its instruction set.
 
+#if defined(PAGODA_VEC_AVX512) || defined(PAGODA_VEC_AVX2)
+// The 8 lanes of a 256-bit register summed (both builds have 256-bit registers).
+inline float hsum8(__m256 a) {
+  __m128 q = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+  q = _mm_add_ps(q, _mm_movehl_ps(q, q));
+  return _mm_cvtss_f32(_mm_add_ss(q, _mm_movehdup_ps(q)));
+}
+#endif
+
 #if defined(PAGODA_VEC_AVX512)
 
 struct F32x16 { __m512 v; };
@@ -43,13 +52,7 @@ inline F32x16 fma(F32x16 a, F32x16 b, F32x16 c) {
 inline F32x16 add(F32x16 a, F32x16 b) {
   return {_mm256_add_ps(a.lo, b.lo), _mm256_add_ps(a.hi, b.hi)};
 }
-inline float hsum(F32x16 a) {
-  const __m256 s = _mm256_add_ps(a.lo, a.hi);
-  __m128 q = _mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1));
-  q = _mm_add_ps(q, _mm_movehl_ps(q, q));
-  q = _mm_add_ss(q, _mm_movehdup_ps(q));
-  return _mm_cvtss_f32(q);
-}
+inline float hsum(F32x16 a) { return hsum8(_mm256_add_ps(a.lo, a.hi)); }
 inline U8x16 load_u8(const uint8_t* p) { return {_mm_loadu_si128((const __m128i*)p)}; }
 inline U8x16 low_nibbles(U8x16 a) { return {_mm_and_si128(a.v, _mm_set1_epi8(0x0F))}; }
 inline U8x16 high_nibbles(U8x16 a) {
