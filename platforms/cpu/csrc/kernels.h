@@ -14,6 +14,8 @@ namespace pagoda_cpu {
 struct WoqWeight {
   const uint8_t* codes;
   const float* scales;
+  // Null for symmetric codes (GGUF Q4_0 and Q8_0, GPTQ's symmetric int4): every offset is
+  // -2^(bits-1) * scale, so none is stored or read.
   const float* offsets;
   int64_t n, k, group_shift, bits;
 };
@@ -72,9 +74,14 @@ struct Kernels {
                            int64_t i0, int64_t i1);
 
   // y[m, n] = x[m, :] . w[n, :] (+ bias[n]) for all m < rows and n0 <= n < n1;
-  // x float32 [rows, k], y float32 [rows, w.n], bias float32 [w.n] or null.
-  void (*woq_gemv)(const WoqWeight& w, const float* x, int64_t rows, const float* bias,
-                   float* y, int64_t n0, int64_t n1);
+  // x float32 [rows, k], y float32 [rows, w.n], bias float32 [w.n] or null; xsums
+  // group_sums' of x where this build has group_sums, else null.
+  void (*woq_gemv)(const WoqWeight& w, const float* x, const float* xsums, int64_t rows,
+                   const float* bias, float* y, int64_t n0, int64_t n1);
+  // sums[r, g] = x[r, :] summed over group g of the k inputs (32 << group_shift a group),
+  // for woq_gemv; null where that GEMV takes no sums (it dequantizes each weight).
+  void (*group_sums)(const float* x, int64_t rows, int64_t k, int64_t group_shift,
+                     float* sums);
   // The same product for many rows: weight rows dequantized gemm_tile_n at a time into
   // wbuf (gemm_tile_n * w.k floats, the caller's, one per thread) and reused for every row.
   void (*woq_gemm)(const WoqWeight& w, const float* x, int64_t rows, const float* bias,

@@ -75,17 +75,22 @@ WoqWeight woq_weight(const at::Tensor& codes, const at::Tensor& scales,
               "woq: codes must be a contiguous uint8 matrix");
   const int64_t n = codes.size(0), k = codes.size(1) * 8 / bits;
   TORCH_CHECK(k % 32 == 0, "woq: K must be a multiple of 32, not ", k);
-  for (const at::Tensor* t : {&scales, &offsets})
-    TORCH_CHECK(t->scalar_type() == at::kFloat && t->is_contiguous() && t->dim() == 2 &&
-                    t->size(0) == n && t->size(1) > 0 && k % t->size(1) == 0,
-                "woq: scales and offsets must be contiguous float32 [N, groups]");
+  const bool symmetric = offsets.numel() == 0;  // no offsets: symmetric codes (WoqWeight)
+  TORCH_CHECK(scales.scalar_type() == at::kFloat && scales.is_contiguous() &&
+                  scales.dim() == 2 && scales.size(0) == n && scales.size(1) > 0 &&
+                  k % scales.size(1) == 0,
+              "woq: scales must be contiguous float32 [N, groups]");
+  TORCH_CHECK(symmetric || (offsets.scalar_type() == at::kFloat && offsets.is_contiguous() &&
+                            offsets.sizes() == scales.sizes()),
+              "woq: offsets must be contiguous float32 shaped as the scales, or empty "
+              "(symmetric codes)");
   const int64_t group = k / scales.size(1);
   int64_t shift = 0;
   while ((int64_t(32) << shift) < group) ++shift;
   TORCH_CHECK((int64_t(32) << shift) == group, "woq: groups of ", group,
               " inputs are not 32 times a power of two");
   return WoqWeight{codes.data_ptr<uint8_t>(), scales.data_ptr<float>(),
-                   offsets.data_ptr<float>(), n, k, shift, bits};
+                   symmetric ? nullptr : offsets.data_ptr<float>(), n, k, shift, bits};
 }
 
 // Output rows per task: enough that a task reads ~64 KiB of codes.
@@ -150,8 +155,14 @@ at::Tensor woq_product(const at::Tensor& x, const at::Tensor& codes, const at::T
   }
   const float* xp = x32.data_ptr<float>();
   if (!gemm) {
+    std::vector<float> sums;  // the GEMV's group sums of x, where it takes them
+    if (kern.group_sums) {
+      sums.resize(rows * ((w.k / 32) >> w.group_shift));
+      kern.group_sums(xp, rows, w.k, w.group_shift, sums.data());
+    }
+    const float* xsums = kern.group_sums ? sums.data() : nullptr;
     at::parallel_for(0, w.n, grain(w), [&](int64_t n0, int64_t n1) {
-      kern.woq_gemv(w, xp, rows, bp, yp, n0, n1);
+      kern.woq_gemv(w, xp, xsums, rows, bp, yp, n0, n1);
     });
     return y;
   }

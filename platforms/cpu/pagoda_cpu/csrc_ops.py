@@ -67,7 +67,9 @@ class PackedWoqWeight:
     """A weight for the native kernel: codes [N, K * bits / 8] (4 bits: byte j of a block
     of 32 inputs holds input j in its low nibble and j + 16 in its high one), float32
     scales and offsets [N, groups], the dtype a dense copy takes for many rows, and up to
-    how many rows each kernel runs (`RowLimits`)."""
+    how many rows each kernel runs (`RowLimits`). Symmetric codes (every offset -2**(bits-1)
+    times its scale: GGUF Q4_0 and Q8_0, GPTQ's symmetric int4) keep no offsets (an empty
+    tensor): the kernels then read a quarter (4 bits) or a ninth (8 bits) fewer bytes."""
 
     codes: torch.Tensor
     scales: torch.Tensor
@@ -125,9 +127,11 @@ def prepare_woq(weight: GroupQuantWeight, dtype: torch.dtype, *,
     n, k = weight.codes.shape
     limits = ROW_LIMITS.get((kernels.isa(), dense), ROW_LIMITS_OTHERWISE)
     dequantizable = n * k * dense.itemsize <= DEQUANTIZE_MAX_BYTES
-    return PackedWoqWeight(pack_codes(weight.codes, weight.bits),
-                           weight.scales.float().contiguous(), weight.offsets.float().contiguous(),
-                           weight.bits, dense, limits.gemv, limits.gemm if dequantizable else None,
+    scales, offsets = weight.scales.float().contiguous(), weight.offsets.float().contiguous()
+    if torch.equal(offsets, scales * -(1 << (weight.bits - 1))):
+        offsets = offsets.new_empty(0)
+    return PackedWoqWeight(pack_codes(weight.codes, weight.bits), scales, offsets, weight.bits,
+                           dense, limits.gemv, limits.gemm if dequantizable else None,
                            weight.act_block or 0)
 
 

@@ -85,21 +85,24 @@ def test_decode_attention_matches_reference_on_every_isa(dtype: torch.dtype, isa
     assert len(report.checked) == len(ATTENTION_CASES)
 
 
+@pytest.mark.parametrize("symmetric", [False, True], ids=["offsets", "symmetric"])
 @pytest.mark.parametrize("act_block", [None, 32], ids=["x", "int8-x"])
 @pytest.mark.parametrize("bits,group", [(4, 32), (8, 32), (4, 128)])
 @pytest.mark.parametrize("rows", [1, 5, "gemv", "gemv+1", "gemm", "gemm+1"])
 def test_woq_kernel_paths(bits: int, group: int, rows: int | str, act_block: int | None,
-                          isa: str) -> None:
+                          symmetric: bool, isa: str) -> None:
     """The GEMV kernel, the GEMM kernel (with partial tiles: 77 outputs, row counts past
     a whole tile) and the dequantize + matmul path, float32 against the reference's
     float64 product; with activations rounded to int8 blocks (a GGUF's), of the rounded
-    activations (the GEMV kernel then sums the integers)."""
+    activations (the GEMV kernel then sums the integers). Symmetric codes (Q4_0, Q8_0)
+    are packed without their offsets, which each kernel derives from the scales."""
     gen = torch.Generator().manual_seed(bits)
     weight = dataclasses.replace(
-        group_weight(torch.randn(77, 256, generator=gen), bits, group, symmetric=False),
+        group_weight(torch.randn(77, 256, generator=gen), bits, group, symmetric=symmetric),
         act_block=act_block)
     prepared = csrc_ops.prepare_woq(weight, torch.float32)
     assert isinstance(prepared, csrc_ops.PackedWoqWeight)
+    assert (prepared.offsets.numel() == 0) == symmetric
     assert prepared.gemm_max_rows is not None and prepared.gemm_max_rows > prepared.gemv_max_rows
     if isinstance(rows, str):
         kernel, _, extra = rows.partition("+")
