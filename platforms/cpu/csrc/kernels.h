@@ -52,6 +52,8 @@ struct DecodeAttentionArgs {
   int64_t table_stride, blocks, block_size, kv_heads, heads, head_size;
   float scale, soft_cap;    // soft_cap 0: none
   int64_t window;           // attend to the last `window` positions (0: all)
+  int64_t splits;           // parts each pair's attended positions are split into
+  float* partial;           // splits > 1: [pairs * splits, heads / kv_heads, head_size + 2]
 };
 
 struct Kernels {
@@ -68,10 +70,14 @@ struct Kernels {
   // into out (contiguous [T, heads, head_size]); dims past rot_dim are copied.
   void (*rotary)(Dtype dtype, const RotaryArgs& args, const void* x, int64_t x_stride,
                  int64_t heads, void* out, int64_t r0, int64_t r1);
-  // Attention of (sequence, KV head) pairs i0 <= i < i1 (i = b * kv_heads + kv_head);
+  // Attention of parts i0 <= i < i1 of (sequence, KV head) pairs (i = pair * splits +
+  // part, pair = b * kv_heads + kv_head): with one part a pair, its output; with several,
+  // each part's partial sums, which decode_attention_merge then combines into the output.
   // head_size a multiple of 16; `scores` scratch of max(seq_lens) * heads / kv_heads floats.
   void (*decode_attention)(Dtype dtype, const DecodeAttentionArgs& args, float* scores,
                            int64_t i0, int64_t i1);
+  void (*decode_attention_merge)(Dtype dtype, const DecodeAttentionArgs& args, int64_t i0,
+                                 int64_t i1);
 
   // y[m, n] = x[m, :] . w[n, :] (+ bias[n]) for all m < rows and n0 <= n < n1;
   // x float32 [rows, k], y float32 [rows, w.n], bias float32 [w.n] or null; xsums

@@ -388,19 +388,28 @@ at::Tensor decode_attention(const at::Tensor& query, const at::Tensor& kv_cache,
                 "decode_attention: sequence length ", lens[b], " outside its block table");
     longest = std::max(longest, lens[b]);
   }
+  // Fewer (sequence, KV head) pairs than twice the threads (one sequence's decode) would
+  // leave threads idle or uneven, each reading its pairs' keys and values from memory
+  // alone: the pairs' positions are then split into parts of at least two blocks of 16,
+  // merged after.
+  const int64_t pairs = batch * kv_heads, threads = at::get_num_threads();
+  const int64_t splits = pairs >= 2 * threads ? 1 : std::max<int64_t>(
+      1, std::min((2 * threads + pairs - 1) / pairs, longest / 32));
+  const int64_t group = heads / kv_heads;
+  std::vector<float> partial(splits > 1 ? pairs * splits * group * (d + 2) : 0);
   at::Tensor out = at::empty_like(q);
   const DecodeAttentionArgs args{q.data_ptr(), kv_cache.data_ptr(), tables.data_ptr<int32_t>(),
                                  lens.data(), out.data_ptr(), tables.size(1), kv_cache.size(1),
                                  kv_cache.size(2), kv_heads, heads, d, float(scale),
-                                 float(soft_cap), sliding_window};
+                                 float(soft_cap), sliding_window, splits, partial.data()};
   const Kernels& kern = kernels();
   const Dtype dt = kernel_dtype(q);
-  const int64_t group = heads / kv_heads;
-  const int64_t grain = std::max<int64_t>(1, 16384 / (longest * d * group));
-  at::parallel_for(0, batch * kv_heads, grain, [&](int64_t i0, int64_t i1) {
+  const int64_t grain = std::max<int64_t>(1, 16384 * splits / (longest * d * group));
+  at::parallel_for(0, pairs * splits, grain, [&](int64_t i0, int64_t i1) {
     std::vector<float> scores(longest * group);
     kern.decode_attention(dt, args, scores.data(), i0, i1);
   });
+  if (splits > 1) kern.decode_attention_merge(dt, args, 0, pairs);
   return out;
 }
 

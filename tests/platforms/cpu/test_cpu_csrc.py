@@ -85,6 +85,38 @@ def test_decode_attention_matches_reference_on_every_isa(dtype: torch.dtype, isa
     assert len(report.checked) == len(ATTENTION_CASES)
 
 
+@pytest.mark.parametrize("threads", [1, 2, 4])
+@pytest.mark.parametrize("window,soft_cap", [(0, 0.0), (100, 0.0), (0, 5.0)])
+def test_decode_attention_splits_few_sequences_across_threads(
+        window: int, soft_cap: float, threads: int, isa: str) -> None:
+    """With fewer (sequence, KV head) pairs than twice the threads, each pair's positions
+    are split into parts whose softmax sums are merged after: the same output, in float64
+    from the gathered rows, at every thread count (1: one part; 4: three, some of them empty
+    for the short sequences, all of them for the empty one)."""
+    gen = torch.Generator().manual_seed(threads)
+    heads, block, lens = 4, 16, [300, 1, 0]
+    cache = torch.randn(2, 64, block, 1, 64, generator=gen)
+    tables = torch.randperm(64, generator=gen, dtype=torch.int32)[:57].view(3, 19)
+    query = torch.randn(3, heads, 64, generator=gen)
+    want = torch.zeros(3, heads, 64, dtype=torch.float64)
+    for b, n in enumerate(lens):
+        pos = torch.arange(max(0, n - window) if window else 0, n)
+        slots = tables[b, pos // block].long() * block + pos % block
+        k, v = (cache[i].reshape(-1, 64)[slots].double() for i in (0, 1))
+        scores = query[b].double() @ k.T * 0.125
+        if soft_cap:
+            scores = soft_cap * torch.tanh(scores / soft_cap)
+        want[b] = scores.softmax(-1) @ v if n else 0
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        got = C.decode_attention(query, cache, tables, torch.tensor(lens), 0.125, window,
+                                 soft_cap)
+    finally:
+        torch.set_num_threads(before)
+    torch.testing.assert_close(got.double(), want, rtol=1e-5, atol=1e-5)
+
+
 @pytest.mark.parametrize("symmetric", [False, True], ids=["offsets", "symmetric"])
 @pytest.mark.parametrize("act_block", [None, 32], ids=["x", "int8-x"])
 @pytest.mark.parametrize("bits,group", [(4, 32), (8, 32), (4, 128)])
