@@ -76,6 +76,7 @@ struct Kernels {
   // head_size a multiple of 16; `scores` scratch of max(seq_lens) * heads / kv_heads floats.
   void (*decode_attention)(Dtype dtype, const DecodeAttentionArgs& args, float* scores,
                            int64_t i0, int64_t i1);
+  // Pairs i0 <= i < i1: their parts' partial sums (splits > 1) combined into the output.
   void (*decode_attention_merge)(Dtype dtype, const DecodeAttentionArgs& args, int64_t i0,
                                  int64_t i1);
 

@@ -390,8 +390,8 @@ at::Tensor decode_attention(const at::Tensor& query, const at::Tensor& kv_cache,
   }
   // Fewer (sequence, KV head) pairs than twice the threads (one sequence's decode) would
   // leave threads idle or uneven, each reading its pairs' keys and values from memory
-  // alone: the pairs' positions are then split into parts of at least two blocks of 16,
-  // merged after.
+  // alone: the pairs' positions are then split into parts (of at least 32 positions of the
+  // longest sequence), merged after.
   const int64_t pairs = batch * kv_heads, threads = at::get_num_threads();
   const int64_t splits = pairs >= 2 * threads ? 1 : std::max<int64_t>(
       1, std::min((2 * threads + pairs - 1) / pairs, longest / 32));
