@@ -69,7 +69,8 @@ class PackedWoqWeight:
     scales and offsets [N, groups], the dtype a dense copy takes for many rows, and up to
     how many rows each kernel runs (`RowLimits`). Symmetric codes (every offset -2**(bits-1)
     times its scale: GGUF Q4_0 and Q8_0, GPTQ's symmetric int4) keep no offsets (an empty
-    tensor): the kernels then read a quarter (4 bits) or a ninth (8 bits) fewer bytes."""
+    tensor), which the kernels derive: at groups of 32, a sixth fewer bytes to read for
+    4-bit codes, a tenth for 8-bit ones."""
 
     codes: torch.Tensor
     scales: torch.Tensor
