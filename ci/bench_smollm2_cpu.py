@@ -14,7 +14,10 @@ machine, build it without AVX-512 into a folder of its own and put that first:
 Figures: single-stream decode tokens/s (128 new tokens), prefill tokens/s of a 512-token
 prompt, and total output tokens/s for 16 and 64 concurrent ~64-token prompts with 128 new
 tokens each. Greedy decoding, end-of-sequence ignored, random token prompts. Each engine
-runs in a process of its own, one after the other.
+runs in a process of its own, one after the other. With --rounds N the engines run N times,
+in reverse order every other round, and each figure is the median over the rounds: a
+machine that slows (or speeds up) during a run then shifts every engine alike instead of
+flattering the ones that run first.
 """
 
 from __future__ import annotations
@@ -216,6 +219,9 @@ def _measure(runner: Any, runs: int, concurrent: list[int]) -> tuple[str, dict[s
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3, help="median of this many runs")
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="run every engine this many times, alternating their order, "
+                             "and report each figure's median over the rounds")
     parser.add_argument("--threads", type=int, default=torch.get_num_threads())
     parser.add_argument("--skip", default="",
                         help="comma list: hf, llama.cpp, quant, dense (the two dequantized "
@@ -256,16 +262,22 @@ def main() -> None:
         name, row = _measure(runners[args.runner](), args.runs, concurrent)
         print(RESULT + json.dumps({"name": name, "row": row}), flush=True)
         return
-    results: dict[str, dict[str, float]] = {}
-    for index in range(len(runners)):
-        # Each engine in a fresh process: none shares the cores with another's threads or
-        # runs in a heap another left behind.
-        out = subprocess.run([sys.executable, __file__, *sys.argv[1:], "--runner", str(index)],
-                             stdout=subprocess.PIPE, text=True, check=True).stdout
-        result = json.loads(next(line for line in out.splitlines()
-                                 if line.startswith(RESULT))[len(RESULT):])
-        results[result["name"]] = result["row"]
-        print(result["name"], {k: round(v, 1) for k, v in result["row"].items()}, flush=True)
+    rounds: dict[str, list[dict[str, float]]] = {}
+    for round_ in range(args.rounds):
+        order = range(len(runners)) if round_ % 2 == 0 else reversed(range(len(runners)))
+        for index in order:
+            # Each engine in a fresh process: none shares the cores with another's threads
+            # or runs in a heap another left behind.
+            out = subprocess.run(
+                [sys.executable, __file__, *sys.argv[1:], "--runner", str(index)],
+                stdout=subprocess.PIPE, text=True, check=True).stdout
+            result = json.loads(next(line for line in out.splitlines()
+                                     if line.startswith(RESULT))[len(RESULT):])
+            rounds.setdefault(result["name"], []).append(result["row"])
+            print(f"round {round_ + 1}:", result["name"],
+                  {k: round(v, 1) for k, v in result["row"].items()}, flush=True)
+    results = {name: {key: statistics.median(row[key] for row in rows) for key in rows[0]}
+               for name, rows in rounds.items()}
 
     keys = ["decode_tok_s", "prefill_512_tok_s", *(f"concurrent_{n}_out_tok_s" for n in concurrent)]
     columns = ["engine", "decode 1 stream (tok/s)", "prefill 512 (tok/s)",

@@ -85,15 +85,17 @@ def test_prompt_logprobs_close_to_dense(dense, packed):
 
 def test_the_tied_head_reads_the_quantized_table_for_few_rows(dense, packed):
     """The Q8_0 vocabulary table stays quantized for the head (the embedding keeps its dense
-    copy for lookups): up to QUANTIZED_HEAD_MAX_ROWS rows the logits come from the codes,
+    copy for lookups): up to the platform's `quantized_head_max_rows` the logits come from the codes,
     equal to the dense table's up to float32 rounding (the dense table is the codes
     dequantized); more rows use the dense table."""
-    from pagoda.models.layers.embedding import QUANTIZED_HEAD_MAX_ROWS
+    from pagoda.platforms import resolve_platform
 
     head = packed.engine.core.executor.worker.model.lm_head
     assert head.qweight is not None
     assert dense.engine.core.executor.worker.model.lm_head.qweight is None
-    hidden = torch.randn(QUANTIZED_HEAD_MAX_ROWS + 1, head.weight.shape[1],
+    assert head.quantized_max_rows == resolve_platform("cpu").quantized_head_max_rows(
+        torch.float32) >= 16
+    hidden = torch.randn(head.quantized_max_rows + 1, head.weight.shape[1],
                          generator=torch.Generator().manual_seed(0))
     want = hidden @ head.weight.T
     few = head(hidden[:3])
@@ -126,8 +128,9 @@ def test_a8_rounds_the_activations_of_every_kept_weight(a8):
     hidden = torch.randn(3, head.weight.shape[1], generator=torch.Generator().manual_seed(1))
     want = round_activations(hidden, 32) @ head.weight.T
     torch.testing.assert_close(head(hidden), want, atol=2e-4, rtol=1e-4)
-    many = hidden.repeat(6, 1)  # past QUANTIZED_HEAD_MAX_ROWS: the dense table
-    torch.testing.assert_close(head(many), want.repeat(6, 1), atol=2e-4, rtol=1e-4)
+    copies = head.quantized_max_rows // 3 + 1  # past the quantized table's rows: the dense one
+    many = hidden.repeat(copies, 1)
+    torch.testing.assert_close(head(many), want.repeat(copies, 1), atol=2e-4, rtol=1e-4)
 
 
 def test_a8_greedy_tokens_follow_dense_alone_and_in_a_batch(dense, a8):

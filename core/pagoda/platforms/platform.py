@@ -30,6 +30,11 @@ def budget_within_utilization(memory: MemoryInfo, utilization: float) -> int:
     return max(0, int(memory.total * utilization) - in_use)
 
 
+DEFAULT_QUANTIZED_HEAD_MAX_ROWS = 16
+"""`Platform.quantized_head_max_rows` unless a platform measured otherwise: decode-sized
+steps."""
+
+
 class Platform(ABC):
     """A device family. Core asks the platform what it supports; it never asks "is this X?".
 
@@ -111,6 +116,15 @@ class Platform(ABC):
         is the faster path in `dtype` (decode, which reads every weight each token, above
         all). `--quantization none` still asks for dense weights."""
         return False
+
+    def quantized_head_max_rows(self, dtype: torch.dtype) -> int:
+        """Rows up to which an LM head holding its vocabulary table both quantized (a GGUF's
+        tied table, `ParallelLMHead.keep_quantized`) and dense runs a step on the quantized
+        one through `woq_linear`, for activations of `dtype`. A few rows are bound by
+        reading the table, of which the codes are a quarter or a half; more are bound by
+        the multiply-adds, where a kernel that dequantizes the codes per call does that
+        work on top of the dense matmul's."""
+        return DEFAULT_QUANTIZED_HEAD_MAX_ROWS
 
     @abstractmethod
     def device_count(self) -> int:

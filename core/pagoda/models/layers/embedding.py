@@ -17,6 +17,9 @@ from torch import nn
 
 from pagoda.distributed import TensorParallelGroup, tp_group
 from pagoda.ops import current_ops
+from pagoda.platforms.platform import DEFAULT_QUANTIZED_HEAD_MAX_ROWS
+from pagoda.platforms.selection import resolve_platform
+from pagoda.plugins.specs import ANY_PLATFORM
 from pagoda.quant.tensors import GroupQuantWeight, round_activations
 
 
@@ -66,17 +69,6 @@ class VocabParallelEmbedding(nn.Module):
         return self._all_reduce(hidden.masked_fill_(outside.unsqueeze(-1), 0), self.tp.group)
 
 
-QUANTIZED_HEAD_MAX_ROWS = 16
-"""Rows up to which a head holding both tables reads the quantized one: a few rows are
-bound by reading the table (a quarter or half of the dense bytes); more are bound by the
-matmul, where a kernel that dequantizes the codes per call (the GPU's, unmeasured for the
-head) would add that work to the dense table's matmul. SmolLM2's default decode went from
-39 to 60-64 tok/s with the head quantized (`ci/bench_smollm2_cpu.py`). The CPU's GEMM
-kernel reads the codes faster than the dense head at 64 rows too (Q8_0 576->49152, 2 Zen 5
-cores: 18.5 ms by `ci/bench_cpu_csrc.py`, 20.8 dense by `ci/bench_cpu_linear.py`); the
-limit stays until the GPU's side is measured."""
-
-
 class ParallelLMHead(nn.Module):
     """Hidden states -> float32 logits [N, vocab]; shares the embedding's weight (and so its
     split) when `tied_to` is given. With `soft_cap` (Gemma 2's final logit soft-capping)
@@ -110,11 +102,14 @@ class ParallelLMHead(nn.Module):
         self._linear = current_ops().linear
         self._woq_linear: Any = None
         self._act_block: int | None = None
+        self.quantized_max_rows = 0
+        """Steps of up to this many rows run on `qweight` (the platform's
+        `quantized_head_max_rows`), larger ones on the dense table."""
 
     def keep_quantized(self, table: GroupQuantWeight) -> None:
         """Run the head on `table`'s codes (a GGUF's quantized vocabulary table, which a
         tied embedding holds dense for its lookups) through the platform's `woq_linear`
-        for steps of up to QUANTIZED_HEAD_MAX_ROWS rows; on one rank only (each would need
+        for steps of up to the platform's `quantized_head_max_rows`; on one rank only (each would need
         its block of the codes, not done), where the platform offers the op. Where the
         table rounds its activations (`GroupQuantWeight.act_block`), the dense table's
         steps round them too: a sequence's logits do not depend on its step's size."""
@@ -123,9 +118,10 @@ class ParallelLMHead(nn.Module):
             self._woq_linear = ops.woq_linear
             self.qweight = ops.prepare["woq_linear"](table, self.dtype)
             self._act_block = table.act_block
+            self.quantized_max_rows = _quantized_head_max_rows(ops.platform, self.dtype)
 
     def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
-        if self.qweight is not None and hidden_states.shape[0] <= QUANTIZED_HEAD_MAX_ROWS:
+        if self.qweight is not None and hidden_states.shape[0] <= self.quantized_max_rows:
             logits = self._woq_linear(hidden_states, self.qweight).float()
         else:
             if self._act_block:
@@ -137,3 +133,11 @@ class ParallelLMHead(nn.Module):
         if self.tp.world_size == 1:
             return logits
         return self.tp.all_gather(logits, dim=-1)[..., : self.vocab_size]
+
+
+def _quantized_head_max_rows(platform: str, dtype: torch.dtype) -> int:
+    """`Platform.quantized_head_max_rows` of the op table's platform (the interface's
+    default for the reference table, which runs anywhere)."""
+    if platform == ANY_PLATFORM:
+        return DEFAULT_QUANTIZED_HEAD_MAX_ROWS
+    return resolve_platform(platform).quantized_head_max_rows(dtype)
