@@ -73,7 +73,8 @@ struct Kernels {
   // Attention of parts i0 <= i < i1 of (sequence, KV head) pairs (i = pair * splits +
   // part, pair = b * kv_heads + kv_head): with one part a pair, its output; with several,
   // each part's partial sums, which decode_attention_merge then combines into the output.
-  // head_size a multiple of 16; `scores` scratch of max(seq_lens) * heads / kv_heads floats.
+  // head_size a multiple of 16 and at most 256; `scores` scratch of ceil(max(seq_lens) /
+  // splits) * heads / kv_heads floats (a part's positions).
   void (*decode_attention)(Dtype dtype, const DecodeAttentionArgs& args, float* scores,
                            int64_t i0, int64_t i1);
   // Pairs i0 <= i < i1: their parts' partial sums (splits > 1) combined into the output.
@@ -82,7 +83,8 @@ struct Kernels {
 
   // y[m, n] = x[m, :] . w[n, :] (+ bias[n]) for all m < rows and n0 <= n < n1;
   // x float32 [rows, k], y float32 [rows, w.n], bias float32 [w.n] or null; xsums
-  // group_sums' of x where this build has group_sums, else null.
+  // group_sums' of x where this build has group_sums, else null (and may be null for
+  // symmetric 8-bit codes, which have no offset term).
   void (*woq_gemv)(const WoqWeight& w, const float* x, const float* xsums, int64_t rows,
                    const float* bias, float* y, int64_t n0, int64_t n1);
   // sums[r, g] = x[r, :] summed over group g of the k inputs (32 << group_shift a group),

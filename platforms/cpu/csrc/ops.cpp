@@ -155,12 +155,15 @@ at::Tensor woq_product(const at::Tensor& x, const at::Tensor& codes, const at::T
   }
   const float* xp = x32.data_ptr<float>();
   if (!gemm) {
-    std::vector<float> sums;  // the GEMV's group sums of x, where it takes them
-    if (kern.group_sums) {
+    // The GEMV's group sums of x, where it takes them: not for symmetric 8-bit codes,
+    // whose offset term is 0 (offset_term in kernels.inc).
+    std::vector<float> sums;
+    const bool takes_sums = kern.group_sums && !(w.offsets == nullptr && w.bits == 8);
+    if (takes_sums) {
       sums.resize(rows * ((w.k / 32) >> w.group_shift));
       kern.group_sums(xp, rows, w.k, w.group_shift, sums.data());
     }
-    const float* xsums = kern.group_sums ? sums.data() : nullptr;
+    const float* xsums = takes_sums ? sums.data() : nullptr;
     at::parallel_for(0, w.n, grain(w), [&](int64_t n0, int64_t n1) {
       kern.woq_gemv(w, xp, xsums, rows, bp, yp, n0, n1);
     });
@@ -396,7 +399,9 @@ at::Tensor decode_attention(const at::Tensor& query, const at::Tensor& kv_cache,
   const int64_t splits = pairs >= 2 * threads ? 1 : std::max<int64_t>(
       1, std::min((2 * threads + pairs - 1) / pairs, longest / 32));
   const int64_t group = heads / kv_heads;
-  std::vector<float> partial(splits > 1 ? pairs * splits * group * (d + 2) : 0);
+  // Every part writes all of its sums (an empty part too), so the scratch is not cleared.
+  static thread_local std::vector<float> partial;
+  if (splits > 1) partial.resize(std::max<size_t>(partial.size(), pairs * splits * group * (d + 2)));
   at::Tensor out = at::empty_like(q);
   const DecodeAttentionArgs args{q.data_ptr(), kv_cache.data_ptr(), tables.data_ptr<int32_t>(),
                                  lens.data(), out.data_ptr(), tables.size(1), kv_cache.size(1),
@@ -405,10 +410,13 @@ at::Tensor decode_attention(const at::Tensor& query, const at::Tensor& kv_cache,
   const Kernels& kern = kernels();
   const Dtype dt = kernel_dtype(q);
   const int64_t grain = std::max<int64_t>(1, 16384 * splits / (longest * d * group));
+  const size_t part_scores = (longest + splits - 1) / splits * group;  // a part's weights
   at::parallel_for(0, pairs * splits, grain, [&](int64_t i0, int64_t i1) {
-    std::vector<float> scores(longest * group);
+    static thread_local std::vector<float> scores;
+    if (scores.size() < part_scores) scores.resize(part_scores);
     kern.decode_attention(dt, args, scores.data(), i0, i1);
   });
+  // On this thread: a few thousand multiply-adds for one sequence, less than a fork costs.
   if (splits > 1) kern.decode_attention_merge(dt, args, 0, pairs);
   return out;
 }
