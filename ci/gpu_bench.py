@@ -18,7 +18,8 @@ N  the same model, one request at a time, 128 in / 128 out (time per output toke
 P  step profiles: the 8B model with 1000 sequences (A) and one (C), the 0.6B with 256 (D)
 R  step profiles of C (one sequence of the 8B model) with bf16, FP8 and INT4 weights
 Q  quantized weights beside bf16, Pagoda alone: A with FP8 (W8A8, quantized at load), also
-   with an FP8 KV cache, and C with FP8 and with INT4 (W4A16, groups of 128)
+   with an FP8 KV cache, and C with FP8 and with INT4 (W4A16, groups of 128); QA and QC
+   run its A rows alone and its C rows alone (one call of the device tool each)
 L  LoRA: A (Pagoda alone) with 8 rank-16 adapters of every projection spread over the
    requests, beside the same run without LoRA (ci/bench_lora.py)
 S  structured outputs: A (Pagoda alone) with a JSON schema on every request, beside the same
@@ -216,7 +217,11 @@ def bench_n(out: Path, moe: Path, s: dict) -> dict:
 
 def quantized(out: Path, llama: Path, s: dict) -> list[dict]:
     """A and C with quantized weights (`--quantization`, quantized at load from the dummy
-    bf16 weights), each beside bf16 in this run."""
+    bf16 weights), each beside bf16 in this run (QA and QC: either half alone)."""
+    return quantized_a(out, llama, s) + quantized_cs(out, llama, s)
+
+
+def quantized_a(out: Path, llama: Path, s: dict) -> list[dict]:
     rows = []
     fp8 = ["--quantization", "fp8"]
     for tag, extra, goal in (("bf16", [], "baseline"), ("fp8", fp8, ">= 28000 out tok/s"),
@@ -226,11 +231,13 @@ def quantized(out: Path, llama: Path, s: dict) -> list[dict]:
                        ["--backend", "pagoda", "--num-prompts", "1000", "--input-len", "128",
                         "--output-len", "128", *THROUGHPUT, *extra])
         rows.append(offline_row(f"A {tag}", r, s, goal))
+    return rows
+
+
+def quantized_cs(out: Path, llama: Path, s: dict) -> list[dict]:
     goals = {"bf16": ("", "baseline"), "fp8": ("fp8", "TPOT <= 2.4 ms"),
              "int4": ("int4", "TPOT <= 1.6 ms")}
-    for tag, (q, goal) in goals.items():
-        rows.append(quantized_c(out, llama, s, tag, q, goal))
-    return rows
+    return [quantized_c(out, llama, s, tag, q, goal) for tag, (q, goal) in goals.items()]
 
 
 def quantized_c(out: Path, llama: Path, s: dict, tag: str, quantization: str, goal: str,
@@ -612,6 +619,7 @@ def main() -> int:
             "C": lambda: [bench_c(out, llama, s8)], "D": lambda: [bench_d(out, qwen, s06)],
             "E": lambda: bench_e(out, llama, s8), "F": lambda: startup(out, llama),
             "G": lambda: gemv(out, llama), "Q": lambda: quantized(out, llama, s8),
+            "QA": lambda: quantized_a(out, llama, s8), "QC": lambda: quantized_cs(out, llama, s8),
             "M": lambda: [bench_m(out, moe, s30)], "N": lambda: [bench_n(out, moe, s30)],
             "S": lambda: structured(out, s8), "V": lambda: speculative(out, llama),
             "L": lambda: [bench_l(out, llama)], "W": lambda: dependent_launch(out, llama, s8),
