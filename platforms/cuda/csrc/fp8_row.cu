@@ -16,6 +16,12 @@
 // 16t + 15 of a 64-input chunk), and MMA i of the step takes bytes 4i to 4i + 3 of them as
 // its k indices 2t, 2t + 1, 2t + 8, 2t + 9; the lane reads x at the same inputs, so no
 // weight moves. A block's warps split K; their sums meet in shared memory.
+//
+// A long K is also split between blocks (grid dimension y): with one block a tile of 16
+// outputs walking all of K = 14336, the 8B shape's down projection ran ~16 warps an SM,
+// too few loads in flight to stream at full bandwidth (35 µs against Triton's split
+// kernel's 25.5 on an H100). Each split then quantizes only its part of x (the scale still
+// comes from the whole row), writes its scaled float32 sums, and sum_splits adds them.
 
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
@@ -50,12 +56,12 @@ __device__ __forceinline__ __half quantize(float x, float scale) {
   return __half(__nv_cvt_fp8_to_halfraw(code, __NV_E4M3));
 }
 
-// The row's activation scale (per token, or the static one) and the row quantized into
-// `row` (k / 8 vectors of eight float16), by every thread of the block; returns once the
-// whole row is there.
+// The row's activation scale (per token, or the static one), and its inputs [v0, v1) in
+// vectors of eight quantized into `row` (as float16, row[0] the first), by every thread of
+// the block; returns once they are all there.
 template <typename T, int THREADS>
 __device__ __forceinline__ float quantize_row(uint4* row, const T* x, const float* static_scale,
-                                              int k) {
+                                              int k, int v0, int v1) {
   const int vectors = k / 8;
   const uint4* xv = reinterpret_cast<const uint4*>(x);
   float scale;
@@ -74,14 +80,14 @@ __device__ __forceinline__ float quantize_row(uint4* row, const T* x, const floa
     });
     scale = fmaxf(amax, kMinScale * kFp8Max) / kFp8Max;  // a true division, as the reference's
   }
-  for (int v = threadIdx.x; v < vectors; v += THREADS) {
+  for (int v = v0 + threadIdx.x; v < v1; v += THREADS) {
     float f[8];
     unpack8<T>(__ldg(xv + v), f);
     uint4 q;
     __half* qh = reinterpret_cast<__half*>(&q);
 #pragma unroll
     for (int i = 0; i < 8; ++i) qh[i] = quantize(f[i], scale);
-    row[v] = q;
+    row[v - v0] = q;
   }
   __syncthreads();
   return scale;
@@ -92,11 +98,16 @@ __global__ void __launch_bounds__(WARPS * 32)
     fp8_row_kernel(T* __restrict__ out, const T* __restrict__ x,
                    const uint8_t* __restrict__ codes, const float* __restrict__ row_scales,
                    const float* __restrict__ static_scale, const T* __restrict__ bias, int k,
-                   int64_t stride_wn) {
+                   int64_t stride_wn, int split_chunks, float* __restrict__ split_sums) {
   __shared__ float partial[WARPS][kRows];
-  extern __shared__ uint4 row_x[];  // x quantized, k / 8 vectors of float16
+  extern __shared__ uint4 row_x[];  // this split's inputs of x quantized, as float16
 
-  const auto [warp, g, t, begin, end, row] = pagoda_cuda::lane_tile<WARPS>(k / kChunk);
+  // This block's split of K: chunks [first, last) (all of K without a split).
+  const int first = blockIdx.y * split_chunks;
+  const int last = min(k / kChunk, first + split_chunks);
+  auto [warp, g, t, begin, end, row] = pagoda_cuda::lane_tile<WARPS>(last - first);
+  begin += first;
+  end += first;
   const uint4* wa = reinterpret_cast<const uint4*>(codes + row * stride_wn) + t;
   const uint4* wb = reinterpret_cast<const uint4*>(codes + (row + 8) * stride_wn) + t;
   uint4 next_a = {}, next_b = {};
@@ -106,7 +117,8 @@ __global__ void __launch_bounds__(WARPS * 32)
   }
   // The first codes are on their way; x may still be the kernel ahead's.
   pagoda_cuda::wait_for_inputs();
-  const float x_scale = quantize_row<T, WARPS * 32>(row_x, x, static_scale, k);
+  const float x_scale = quantize_row<T, WARPS * 32>(row_x, x, static_scale, k,
+                                                   first * (kChunk / 8), last * (kChunk / 8));
 
   float acc[4] = {};
   for (int c = begin; c < end; ++c) {
@@ -116,8 +128,9 @@ __global__ void __launch_bounds__(WARPS * 32)
       next_b = __ldcs(wb + 4 * (c + 1));
     }
     // x at inputs 16t .. 16t + 15 of the chunk, for the lanes of column 0 (g = 0)
-    const uint4 x_lo = g == 0 ? row_x[2 * (4 * c + t)] : make_uint4(0, 0, 0, 0);
-    const uint4 x_hi = g == 0 ? row_x[2 * (4 * c + t) + 1] : make_uint4(0, 0, 0, 0);
+    const int xi = 2 * (4 * (c - first) + t);
+    const uint4 x_lo = g == 0 ? row_x[xi] : make_uint4(0, 0, 0, 0);
+    const uint4 x_hi = g == 0 ? row_x[xi + 1] : make_uint4(0, 0, 0, 0);
     const uint32_t a_words[4] = {cur_a.x, cur_a.y, cur_a.z, cur_a.w};
     const uint32_t b_words[4] = {cur_b.x, cur_b.y, cur_b.z, cur_b.w};
     const uint32_t xs[8] = {x_lo.x, x_lo.y, x_lo.z, x_lo.w, x_hi.x, x_hi.y, x_hi.z, x_hi.w};
@@ -143,20 +156,49 @@ __global__ void __launch_bounds__(WARPS * 32)
     for (int w = 0; w < WARPS; ++w) sum += partial[w][r];
     const int64_t n_index = static_cast<int64_t>(blockIdx.x) * kRows + r;
     float y = sum * (x_scale * row_scales[n_index]);
+    if (split_sums != nullptr) {  // sum_splits adds the splits' and the bias
+      split_sums[blockIdx.y * static_cast<int64_t>(gridDim.x) * kRows + n_index] = y;
+      return;
+    }
     if (bias != nullptr) y += to_float(bias[n_index]);
     out[n_index] = from_float<T>(y);
   }
 }
 
+// out[i] = the splits' sums of output i added in split order (+ bias[i]).
+template <typename T>
+__global__ void sum_splits(T* __restrict__ out, const float* __restrict__ split_sums,
+                           const T* __restrict__ bias, int n, int splits) {
+  pagoda_cuda::wait_for_inputs();
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  float y = 0.0f;
+  for (int s = 0; s < splits; ++s) y += split_sums[static_cast<int64_t>(s) * n + i];
+  if (bias != nullptr) y += to_float(bias[i]);
+  out[i] = from_float<T>(y);
+}
+
 template <typename T>
 cudaError_t launch(void* out, const void* x, const void* codes, const void* row_scales,
                    const void* static_scale, const void* bias, int n, int k, int64_t stride_wn,
-                   bool dependent, cudaStream_t stream) {
-  return pagoda_cuda::launch_kernel(
-      fp8_row_kernel<T, 8>, n / kRows, 8 * 32, static_cast<size_t>(k) * sizeof(__half), stream,
-      dependent, static_cast<T*>(out), static_cast<const T*>(x),
-      static_cast<const uint8_t*>(codes), static_cast<const float*>(row_scales),
-      static_cast<const float*>(static_scale), static_cast<const T*>(bias), k, stride_wn);
+                   int splits, float* split_sums, bool dependent, cudaStream_t stream) {
+  const int chunks = k / kChunk, split_chunks = (chunks + splits - 1) / splits;
+  splits = (chunks + split_chunks - 1) / split_chunks;  // none empty
+  if (splits == 1) split_sums = nullptr;
+  if (const cudaError_t e = pagoda_cuda::launch_kernel(
+          fp8_row_kernel<T, 8>, dim3(n / kRows, splits), 8 * 32,
+          static_cast<size_t>(split_chunks) * kChunk * sizeof(__half), stream, dependent,
+          static_cast<T*>(out), static_cast<const T*>(x), static_cast<const uint8_t*>(codes),
+          static_cast<const float*>(row_scales), static_cast<const float*>(static_scale),
+          static_cast<const T*>(bias), k, stride_wn, split_chunks, split_sums);
+      e != cudaSuccess || split_sums == nullptr) {
+    return e;
+  }
+  constexpr int kThreads = 256;
+  return pagoda_cuda::launch_kernel(sum_splits<T>, (n + kThreads - 1) / kThreads, kThreads, 0,
+                                    stream, dependent, static_cast<T*>(out),
+                                    static_cast<const float*>(split_sums),
+                                    static_cast<const T*>(bias), n, splits);
 }
 
 }  // namespace
@@ -166,24 +208,29 @@ extern "C" {
 // out [1, n] = fp8_linear(x [1, k]) with codes [n, stride_wn] (float8 e4m3, rows 16-byte
 // aligned) and float32 row scales [n]; `static_scale` a float32 scalar or null (per token);
 // dtype 0 bfloat16, 1 float16 (x, bias and out, all contiguous, x 16-byte aligned); n a
-// multiple of 16, k of 64 and at most 16384. Launched on `stream` of device `device`,
-// dependently where `dependent` (sm_90 on). Returns 0, a CUDA error or a pagoda_cuda::Error.
+// multiple of 16, k of 64 and at most 16384. K is split between `splits` blocks a tile of
+// outputs (at most one per 64 inputs), whose float32 sums go to `split_sums` ([splits, n],
+// the caller's scratch; unused with one split) before a second kernel adds them. Launched
+// on `stream` of device `device`, dependently where `dependent` (sm_90 on). Returns 0, a
+// CUDA error or a pagoda_cuda::Error.
 int pagoda_fp8_row(int dtype, void* out, const void* x, const void* codes,
                    const void* row_scales, const void* static_scale, const void* bias, int n,
-                   int k, int64_t stride_wn, int dependent, int device, void* stream) {
+                   int k, int64_t stride_wn, int splits, void* split_sums, int dependent,
+                   int device, void* stream) {
   if (n <= 0 || n % kRows != 0 || k <= 0 || k % kChunk != 0 || k > kMaxInputs ||
-      stride_wn % 16 != 0) {
+      stride_wn % 16 != 0 || splits < 1 || (splits > 1 && split_sums == nullptr)) {
     return pagoda_cuda::kBadShape;
   }
   if (const cudaError_t e = cudaSetDevice(device); e != cudaSuccess) return e;
   auto s = static_cast<cudaStream_t>(stream);
+  auto sums = static_cast<float*>(split_sums);
   switch (dtype) {
     case pagoda_cuda::kBfloat16:
       return launch<__nv_bfloat16>(out, x, codes, row_scales, static_scale, bias, n, k,
-                                   stride_wn, dependent, s);
+                                   stride_wn, splits, sums, dependent, s);
     case pagoda_cuda::kFloat16:
       return launch<__half>(out, x, codes, row_scales, static_scale, bias, n, k, stride_wn,
-                            dependent, s);
+                            splits, sums, dependent, s);
     default:
       return pagoda_cuda::kBadType;
   }

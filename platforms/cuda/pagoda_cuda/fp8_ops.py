@@ -10,12 +10,15 @@ and multiplies both exactly on mma.sync, summing in float32. It needs the e4m3 c
 instructions of compute capability 8.9 (sm_89, sm_90), and takes one row, N a multiple of
 16, K of 64 up to 16384, rows of codes 16-byte aligned; blocked weights go to Triton.
 
-Off unless ENABLE_ENV is 1: measured on an H100 (docs/benchmarks.md, session 25), it
-matches Triton's one-row kernel on the 8B shape's qkv, o and gate_up (12.7 / 10.0 / 49.9
-against 13.1 / 10.0 / 48.1 µs) but loses on down (35.1 against 25.5 µs: K = 14336 in one
-block a tile of outputs, where Triton splits K), and C with FP8 weights takes 4.41 ms a
-token on it against 4.12 on Triton (`ci/gpu_bench.py OUT XF`). A split over K is what it
-lacks.
+K is split between blocks past SPLIT_INPUTS inputs (their float32 sums added by a second
+kernel), as Triton's one-row kernel splits it.
+
+Off unless ENABLE_ENV is 1: measured on an H100 before the split (docs/benchmarks.md,
+session 25), it matched Triton's one-row kernel on the 8B shape's qkv, o and gate_up (12.7 /
+10.0 / 49.9 against 13.1 / 10.0 / 48.1 µs) but lost on down (35.1 against 25.5 µs: K =
+14336 in one block a tile of outputs), and C with FP8 weights took 4.41 ms a token on it
+against 4.12 on Triton (`ci/gpu_bench.py OUT XF`). The split is for down; it is on by
+default once it is measured to win.
 """
 
 from __future__ import annotations
@@ -34,6 +37,9 @@ __all__ = ["fits", "fp8_linear", "fp8_row", "prepare_fp8", "unavailable"]
 NEEDS = (8, 9)
 """cvt.rn.f16x2.e4m3x2 (older GPUs would convert each code in software)."""
 ROW_TILE, K_TILE, MAX_INPUTS = 16, 64, 16384
+SPLIT_INPUTS = 4096
+"""Inputs one block walks at most: a longer K is split between ceil(K / SPLIT_INPUTS)
+blocks a tile of 16 outputs (the 8B shape's down, K = 14336, in 4; its other shapes whole)."""
 ENABLE_ENV = "PAGODA_CUDA_NATIVE_FP8"
 """1: serve fp8_linear's single rows on the kernel (off: slower than Triton's, above)."""
 
@@ -66,10 +72,13 @@ def fp8_row(out2: torch.Tensor, x2: torch.Tensor, weight: ScaledWeight,
             bias: torch.Tensor | None) -> torch.Tensor:
     """out2 [1, N] = fp8_linear(x2 [1, K]) (+ bias) on the kernel (`fits` must hold)."""
     n, k = weight.weight.shape
+    splits = -(-k // SPLIT_INPUTS)
+    split_sums = (torch.empty((splits, n), dtype=torch.float32, device=x2.device)
+                  if splits > 1 else None)
     native.call("pagoda_fp8_row", x2.device, native.DTYPE_CODES[x2.dtype], out2.data_ptr(),
                 x2.data_ptr(), weight.weight.data_ptr(), weight.scale.data_ptr(),
                 native.pointer(weight.input_scale), native.pointer(bias), n, k,
-                weight.weight.stride(0))
+                weight.weight.stride(0), splits, native.pointer(split_sums))
     return out2
 
 

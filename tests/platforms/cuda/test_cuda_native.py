@@ -85,12 +85,12 @@ def test_launchers_refuse_what_their_kernels_do_not_take() -> None:
                                        None, None, None, a["n"], a["k"], 0, 0,
                                        a["group_shift"], a["warps"], 0, 0, None)
         assert code == 1001, bad
-    fp8 = dict(n=32, k=256, stride=256)
+    fp8 = dict(n=32, k=256, stride=256, splits=1)
     for bad in ({"n": 40}, {"n": 0}, {"k": 96}, {"k": 16384 + 64, "stride": 16448},
-                {"stride": 264}):
+                {"stride": 264}, {"splits": 0}, {"splits": 2}):  # 2: with no scratch
         a = fp8 | bad
         code = lib.pagoda_fp8_row(0, None, None, None, None, None, None, a["n"], a["k"],
-                                  a["stride"], 0, 0, None)
+                                  a["stride"], a["splits"], None, 0, 0, None)
         assert code == 1001, bad
     assert lib.pagoda_cuda_error_string(1001) == b"unsupported shape or launch"
     assert lib.pagoda_cuda_error_string(1002) == b"unsupported dtype"
@@ -400,11 +400,13 @@ def test_fused_layer_matmul_takes_any_row_input() -> None:
 @gpu_fp8
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
 @pytest.mark.parametrize("static", [False, True], ids=["per-token", "static"])
-@pytest.mark.parametrize("shape", [(48, 1024), (6144, 4096), (4096, 14336)],
-                         ids=["small", "qkv", "down"])
+@pytest.mark.parametrize("shape", [(48, 1024), (48, 8320), (6144, 4096), (4096, 14336)],
+                         ids=["small", "split", "qkv", "down"])
 def test_fp8_rows(dtype: torch.dtype, static: bool, shape: tuple[int, int]) -> None:
     """pagoda_fp8_row against the reference's fp8_linear: x quantized per token (or by a
-    static scale), the codes and x multiplied exactly, both scales after the sum."""
+    static scale), the codes and x multiplied exactly, both scales after the sum; K split
+    between blocks past fp8_ops.SPLIT_INPUTS (split: 3 splits, the last shorter, and a
+    bias; down: 4)."""
     from pagoda.ops.quant_reference import fp8_linear as fp8_reference
     from pagoda.quant.rtn import fp8_weight
     from pagoda_cuda.fp8_ops import fits, fp8_row, prepare_fp8
@@ -428,10 +430,11 @@ def test_fp8_rows(dtype: torch.dtype, static: bool, shape: tuple[int, int]) -> N
 
 
 @gpu_fp8
-def test_fp8_provider_serves_single_rows(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("k", [512, 8192], ids=["one-split", "two-splits"])
+def test_fp8_provider_serves_single_rows(monkeypatch: pytest.MonkeyPatch, k: int) -> None:
     """With PAGODA_CUDA_NATIVE_FP8=1 fp8_linear resolves to the kernel, which takes one row
     and hands more rows to Triton, both as the reference computes them; in a CUDA graph
-    too."""
+    too (with K split between blocks, the splits' scratch taken inside the graph)."""
     from pagoda.ops.quant_reference import fp8_linear as fp8_reference
     from pagoda.quant.rtn import fp8_weight
     from pagoda_cuda import fp8_ops
@@ -439,25 +442,25 @@ def test_fp8_provider_serves_single_rows(monkeypatch: pytest.MonkeyPatch) -> Non
     monkeypatch.setenv(fp8_ops.ENABLE_ENV, "1")
     assert OpTable("cuda", dtype=torch.bfloat16).providers["fp8_linear"] == "cuda/cuda_native"
     gen = torch.Generator().manual_seed(9)
-    canonical = fp8_weight(torch.randn(256, 512, generator=gen) / 16)
+    canonical = fp8_weight(torch.randn(256, k, generator=gen) / 16)
     prepared = fp8_ops.prepare_fp8(canonical.to("cuda"))
     rows_seen = []
     kernel = fp8_ops.fp8_row
     monkeypatch.setattr(fp8_ops, "fp8_row",
                         lambda *a: rows_seen.append(a[1].shape[0]) or kernel(*a))
     for m in (1, 3):
-        x = torch.randn(m, 512, generator=gen).to(torch.bfloat16)
+        x = torch.randn(m, k, generator=gen).to(torch.bfloat16)
         problem = mismatch(f"{m} rows", fp8_ops.fp8_linear(x.cuda(), prepared).cpu().float(),
                            fp8_reference(x, canonical).float(),
                            op_tolerance("fp8_linear", torch.bfloat16))
         assert problem is None, problem
     assert rows_seen == [1]
-    x = torch.zeros(1, 512, dtype=torch.bfloat16, device="cuda")
+    x = torch.zeros(1, k, dtype=torch.bfloat16, device="cuda")
     fp8_ops.fp8_linear(x, prepared)  # warm
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
         out = fp8_ops.fp8_linear(x, prepared)
-    x.copy_(torch.randn(1, 512, generator=gen))
+    x.copy_(torch.randn(1, k, generator=gen))
     graph.replay()
     torch.cuda.synchronize()
     assert torch.equal(out, fp8_ops.fp8_linear(x, prepared))
