@@ -401,7 +401,8 @@ at::Tensor decode_attention(const at::Tensor& query, const at::Tensor& kv_cache,
   const int64_t group = heads / kv_heads;
   // Every part writes all of its sums (an empty part too), so the scratch is not cleared.
   static thread_local std::vector<float> partial;
-  if (splits > 1) partial.resize(std::max<size_t>(partial.size(), pairs * splits * group * (d + 2)));
+  const size_t part_sums = splits > 1 ? pairs * splits * group * (d + 2) : 0;
+  if (partial.size() < part_sums) partial.resize(part_sums);
   at::Tensor out = at::empty_like(q);
   const DecodeAttentionArgs args{q.data_ptr(), kv_cache.data_ptr(), tables.data_ptr<int32_t>(),
                                  lens.data(), out.data_ptr(), tables.size(1), kv_cache.size(1),
