@@ -13,12 +13,14 @@ instructions of compute capability 8.9 (sm_89, sm_90), and takes one row, N a mu
 K is split between blocks past SPLIT_INPUTS inputs (their float32 sums added by a second
 kernel), as Triton's one-row kernel splits it.
 
-Off unless ENABLE_ENV is 1: measured on an H100 before the split (docs/benchmarks.md,
-session 25), it matched Triton's one-row kernel on the 8B shape's qkv, o and gate_up (12.7 /
-10.0 / 49.9 against 13.1 / 10.0 / 48.1 µs) but lost on down (35.1 against 25.5 µs: K =
-14336 in one block a tile of outputs), and C with FP8 weights took 4.41 ms a token on it
-against 4.12 on Triton (`ci/gpu_bench.py OUT XF`). The split is for down; it is on by
-default once it is measured to win.
+Off unless ENABLE_ENV is 1: measured on an H100 (docs/benchmarks.md, sessions 25 and 27),
+it beats Triton's one-row kernel on the 8B shape's qkv (6.8 against 7.6 µs, in a CUDA
+graph) but loses on gate_up (50.0 against 43.4) and down (K = 14336: 34.9 against 24.4
+whole, 32.3 in the default 4 splits, 29.8 at best in 14), and C with FP8 weights takes 4.36
+ms a token on it against 4.04 on Triton (`ci/gpu_bench.py OUT XF`). So the split was not
+what it lacked. A likely cause, not yet profiled: each block reads the whole row for its
+activation scale and quantizes its part before its loop starts, and with 8 warps splitting
+a tile's K each warp's loop is short.
 """
 
 from __future__ import annotations
@@ -39,7 +41,8 @@ NEEDS = (8, 9)
 ROW_TILE, K_TILE, MAX_INPUTS = 16, 64, 16384
 SPLIT_INPUTS = 4096
 """Inputs one block walks at most: a longer K is split between ceil(K / SPLIT_INPUTS)
-blocks a tile of 16 outputs (the 8B shape's down, K = 14336, in 4; its other shapes whole)."""
+blocks a tile of 16 outputs (the 8B shape's down, K = 14336, in 4; its other shapes whole).
+Down on an H100, µs: 34.9 whole, 32.2 in 2, 32.3 in 4, 31.4 in 7, 29.8 in 14, 40.6 in 28."""
 ENABLE_ENV = "PAGODA_CUDA_NATIVE_FP8"
 """1: serve fp8_linear's single rows on the kernel (off: slower than Triton's, above)."""
 
@@ -47,8 +50,8 @@ ENABLE_ENV = "PAGODA_CUDA_NATIVE_FP8"
 def unavailable() -> str | None:
     """Why the provider does not serve here, or None (`KernelProvider.is_available`)."""
     if os.environ.get(ENABLE_ENV) != "1":
-        return (f"off: slower than Triton's FP8 row kernel where K is long, measured on an "
-                f"H100 ({ENABLE_ENV}=1 turns it on)")
+        return (f"off: slower than Triton's FP8 row kernel on the 8B shape's gate_up and "
+                f"down, measured on an H100 ({ENABLE_ENV}=1 turns it on)")
     return native.unavailable(NEEDS)
 
 
