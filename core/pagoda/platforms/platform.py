@@ -32,7 +32,8 @@ def budget_within_utilization(memory: MemoryInfo, utilization: float) -> int:
 
 DEFAULT_QUANTIZED_HEAD_MAX_ROWS = 16
 """`Platform.quantized_head_max_rows` unless a platform measured otherwise: decode-sized
-steps."""
+steps. On an H100 (bf16) Llama-3-8B's head as a Q8_0 table against the dense one: 220 against
+339 µs at one row, 379 against 364 at 16, 510 against 372 at 64 (docs/benchmarks.md)."""
 
 
 class Platform(ABC):
