@@ -7,6 +7,7 @@
 #   bash ci/gpu.sh nativetests  (the CUDA C++ kernels' tests and their conformance kit alone)
 #   bash ci/gpu.sh install      (the packages alone, for commands of one's own after it)
 #   bash ci/gpu.sh attnbench [ci/bench_attention_kernels.py arguments]
+#   bash ci/gpu.sh roofline    (ci/read_roofline.cu: how long reading each matmul's weight takes)
 #   bash ci/gpu.sh multigpu     (a machine of 2+ GPUs: the NCCL tests, then benchmarks T Y Z)
 #
 # 1. installs core, pagoda-server, pagoda-cpu and pagoda-cuda in editable mode, without
@@ -102,6 +103,12 @@ fi
 if [[ $STAGE == quantbench ]]; then
     echo "== quantized-linear kernel benchmark"
     "$PY" ci/bench_quant_kernels.py --json "$RESULTS/quant_bench.json" "$@" || status=1
+fi
+
+if [[ $STAGE == roofline ]]; then
+    echo "== read roofline of one matmul launch"
+    nvcc -O3 -std=c++17 -arch=native ci/read_roofline.cu -o "$RESULTS/read_roofline" &&
+        "$RESULTS/read_roofline" | tee "$RESULTS/read_roofline.txt" || status=1
 fi
 
 if [[ $STAGE == attnbench ]]; then
