@@ -287,12 +287,13 @@ using Kernel = decltype(&woq4_mma_kernel<T, 1, 8, true>);
 template <typename T, bool WHOLE, int INPUT>
 Kernel<T> pick(int m, int warps) {
   if constexpr (INPUT == kPlain) {
-    if (m > 8) {
+    if (m > 8) {  // 4 or 8 warps (bad_shape)
       return warps == 4 ? woq4_mma_kernel<T, 2, 4, WHOLE> : woq4_mma_kernel<T, 2, 8, WHOLE>;
     }
   }
   return warps == 4 ? woq4_mma_kernel<T, 1, 4, WHOLE, INPUT>
-                    : woq4_mma_kernel<T, 1, 8, WHOLE, INPUT>;
+         : warps == 8 ? woq4_mma_kernel<T, 1, 8, WHOLE, INPUT>
+                      : woq4_mma_kernel<T, 1, 16, WHOLE, INPUT>;
 }
 
 template <typename T, int INPUT = kPlain>
@@ -333,7 +334,7 @@ cudaError_t launch_row(int input, void* out, const void* x, const void* residual
 
 bool bad_shape(int m, int n, int k, int group_shift, int warps) {
   return m < 1 || m > 16 || n % kRows != 0 || k <= 0 || k % kChunk != 0 || group_shift < 5 ||
-         group_shift > 8 || (warps != 4 && warps != 8);
+         group_shift > 8 || (warps != 4 && warps != 8 && (warps != 16 || m > 8));
 }
 
 }  // namespace
@@ -344,7 +345,8 @@ extern "C" {
 // dtype 0 bfloat16, 1 float16 (x, zeros, bias and out); words [n, stride_wn]; float32
 // scales and zero points (integers 0 to 15) [n, stride_sn]; group = 1 << group_shift
 // inputs, 32 to 256;
-// 1 <= m <= 16, n a multiple of 16, k of 128; warps 4 or 8 split K. x and the words
+// 1 <= m <= 16, n a multiple of 16, k of 128; warps 4, 8 or (m <= 8) 16 split K. x and the
+// words
 // 16-byte aligned (rows included). Launched on `stream` of CUDA device `device`, while the
 // kernel ahead still runs where `dependent` (sm_90 on: the weights' first loads overlap its
 // end). Returns 0, a CUDA error or a pagoda_cuda::Error.

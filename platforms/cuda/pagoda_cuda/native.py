@@ -35,7 +35,7 @@ _SIGNATURES = {
 }
 """Each launcher's arguments; the last three (whether to launch dependently, the device's
 index and its stream) `call` adds."""
-ABI_VERSION = 4
+ABI_VERSION = 5
 """The launchers' signature version these `_SIGNATURES` describe (csrc/common.cuh's
 kAbiVersion): a library reporting another was built from other sources and is not called."""
 DTYPE_CODES = {torch.bfloat16: 0, torch.float16: 1}

@@ -21,6 +21,7 @@ one-sequence decode step launch no norm kernel.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, fields
 
 import torch
@@ -37,7 +38,12 @@ from pagoda_cuda.triton_ops import KERNELS
 MAX_ROWS = 16
 """Most rows of x the kernel takes (two 8-column MMA tiles)."""
 WARPS = 8
-"""Warps a block (they split K)."""
+"""Warps a block (they split K), unless `block_warps` picks WIDE_WARPS."""
+WIDE_WARPS = 16
+"""Warps a block where a matmul's blocks are few (`block_warps`); the kernel takes them up to
+WIDE_MAX_ROWS rows of x (one column tile)."""
+WIDE_MAX_ROWS = 8
+WIDE_MAX_BLOCKS_PER_SM = 2
 GROUPS = (32, 64, 128, 256)
 ROW_TILE, K_TILE = 16, 128
 MAX_ROW_INPUTS = 16384
@@ -120,10 +126,33 @@ def _aligned(t: torch.Tensor, row_stride: int) -> bool:
     return t.data_ptr() % 16 == 0 and row_stride % 8 == 0
 
 
+def block_warps(m: int, n: int, multiprocessors: int) -> int:
+    """Warps a block for m rows of x times N weight rows: WIDE_WARPS where the N / 16 blocks
+    are at most WIDE_MAX_BLOCKS_PER_SM a multiprocessor (and m fits one column tile), else
+    WARPS. Few blocks leave each multiprocessor few warps to hide the weights' latency; 16
+    warps a block halve each warp's share of K. Measured on an H100 (132 multiprocessors,
+    `docs/benchmarks.md`, session 28), one row, µs, 8 against 16 warps: down 4096 x 14336
+    (256 blocks) 17.5 / 14.5, o 4096 x 4096 (256) 6.3 / 5.6, qkv 6144 x 4096 (384) 7.3 / 9.3,
+    gate_up (1792) 27.2 / 29.2; 16 rows of down 23.8 / 27.4."""
+    few_blocks = n // ROW_TILE <= WIDE_MAX_BLOCKS_PER_SM * multiprocessors
+    return WIDE_WARPS if few_blocks and m <= WIDE_MAX_ROWS else WARPS
+
+
+@functools.cache
+def _multiprocessors(device: torch.device) -> int:
+    return torch.cuda.get_device_properties(device).multi_processor_count
+
+
+def _warps(m: int, n: int, device: torch.device) -> int:
+    return block_warps(m, n, _multiprocessors(device))
+
+
 def woq4_mma(out2: torch.Tensor, x2: torch.Tensor, weight: NativeGroupWeight,
-             bias: torch.Tensor | None, warps: int = WARPS) -> torch.Tensor:
-    """out2 [M, N] = x2 [M, K] W^T (+ bias) on the kernel (`fits` must hold)."""
+             bias: torch.Tensor | None, warps: int | None = None) -> torch.Tensor:
+    """out2 [M, N] = x2 [M, K] W^T (+ bias) on the kernel (`fits` must hold), with `warps`
+    a block (default: `block_warps`)."""
     m, k = x2.shape
+    warps = warps or _warps(m, out2.shape[1], x2.device)
     native.call("pagoda_woq4_mma", x2.device, native.DTYPE_CODES[x2.dtype], out2.data_ptr(),
                 x2.data_ptr(), weight.words.data_ptr(), weight.scales.data_ptr(),
                 weight.zeros.data_ptr(), native.pointer(bias), m, out2.shape[1], k,
@@ -133,10 +162,12 @@ def woq4_mma(out2: torch.Tensor, x2: torch.Tensor, weight: NativeGroupWeight,
 
 
 def woq4_mma_row(out: torch.Tensor, row: RowInput, weight: NativeGroupWeight,
-                 bias: torch.Tensor | None, warps: int = WARPS) -> torch.Tensor:
+                 bias: torch.Tensor | None, warps: int | None = None) -> torch.Tensor:
     """out [1, N] = rms_norm(row) W^T (+ bias) on the kernel, x + residual stored into
-    `row.summed` where there is a residual (`row_fits` and `weight_fits` must hold)."""
+    `row.summed` where there is a residual (`row_fits` and `weight_fits` must hold), with
+    `warps` a block (default: `block_warps`)."""
     k = row.width
+    warps = warps or _warps(1, out.shape[1], row.x.device)
     native.call("pagoda_woq4_mma_row", row.x.device, native.DTYPE_CODES[row.x.dtype],
                 2 if row.residual is not None else 1, out.data_ptr(), row.x.data_ptr(),
                 native.pointer(row.residual), row.norm_weight.data_ptr(),

@@ -21,6 +21,7 @@ from pagoda.quant.rtn import group_weight  # noqa: E402
 from pagoda.quant.tensors import GroupQuantWeight  # noqa: E402
 from pagoda.testing.tolerances import mismatch, op_tolerance  # noqa: E402
 from pagoda_cuda import native  # noqa: E402
+from pagoda_cuda.woq_ops import WIDE_MAX_ROWS, block_warps  # noqa: E402
 
 CSRC = Path(__file__).parents[3] / "platforms" / "cuda" / "csrc"
 gpu = pytest.mark.skipif(not torch.cuda.is_available() or native.unavailable() is not None,
@@ -72,7 +73,7 @@ def test_launchers_refuse_what_their_kernels_do_not_take() -> None:
     lib = native._library()
     woq = dict(m=1, n=32, k=256, group_shift=7, warps=8)
     for bad in ({"m": 0}, {"m": 17}, {"n": 40}, {"k": 192}, {"k": 0}, {"group_shift": 4},
-                {"group_shift": 9}, {"warps": 6}):
+                {"group_shift": 9}, {"warps": 6}, {"warps": 16, "m": 9}):
         a = woq | bad
         code = lib.pagoda_woq4_mma(0, None, None, None, None, None, None, a["m"], a["n"],
                                    a["k"], 0, 0, 0, 0, a["group_shift"], a["warps"], 0, 0,
@@ -95,6 +96,18 @@ def test_launchers_refuse_what_their_kernels_do_not_take() -> None:
     assert lib.pagoda_cuda_error_string(1001) == b"unsupported shape or launch"
     assert lib.pagoda_cuda_error_string(1002) == b"unsupported dtype"
     assert lib.pagoda_cuda_error_string(100) == b"no CUDA-capable device is detected"
+
+
+def test_blocks_take_16_warps_where_their_matmul_has_few() -> None:
+    """Llama-3-8B's shapes on an H100's 132 multiprocessors: o and down (256 blocks of 16
+    rows) split K 16 ways, qkv (384) and gate_up (1792) 8; more rows than one column tile
+    always 8, as the kernel takes 16 warps only for up to 8."""
+    sms = 132
+    assert block_warps(1, 4096, sms) == block_warps(8, 4096, sms) == 16
+    assert block_warps(1, 2 * 16 * sms, sms) == 16
+    assert block_warps(1, 2 * 16 * sms + 16, sms) == 8
+    assert block_warps(1, 6144, sms) == block_warps(1, 28672, sms) == 8
+    assert block_warps(9, 4096, sms) == block_warps(16, 4096, sms) == 8
 
 
 def test_dependent_launch_variable(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -205,7 +218,7 @@ def _check(m: int, n: int, k: int, group: int, dtype: torch.dtype, has_bias: boo
     bc = bias.cuda() if bias is not None else None
     assert fits(xc, prepared, bc)
     want = reference(x.float(), canonical, bias.float() if bias is not None else None)
-    for warps in (4, 8):
+    for warps in (4, 8, 16) if m <= WIDE_MAX_ROWS else (4, 8):
         out = torch.full((m, n), float("nan"), dtype=dtype, device="cuda")
         woq4_mma(out, xc, prepared, bc, warps)
         problem = mismatch(f"m={m} n={n} k={k} g{group} warps={warps}", out.cpu().float(),
@@ -349,7 +362,7 @@ def test_normed_rows(dtype: torch.dtype, residual: bool, group: int) -> None:
     row, normed, summed = _normed_row(k, dtype, residual, group + residual)
     assert row_fits(row) and weight_fits(prepared, None, dtype)
     want = reference(normed.float(), canonical)
-    for warps in (4, 8):
+    for warps in (4, 8, 16):
         out = torch.full((1, n), float("nan"), dtype=dtype, device="cuda")
         woq4_mma_row(out, row, prepared, None, warps)
         problem = mismatch(f"g{group} warps={warps}", out.cpu().float(), want,
