@@ -346,8 +346,7 @@ extern "C" {
 // scales and zero points (integers 0 to 15) [n, stride_sn]; group = 1 << group_shift
 // inputs, 32 to 256;
 // 1 <= m <= 16, n a multiple of 16, k of 128; warps 4, 8 or (m <= 8) 16 split K. x and the
-// words
-// 16-byte aligned (rows included). Launched on `stream` of CUDA device `device`, while the
+// words 16-byte aligned (rows included). Launched on `stream` of CUDA device `device`, while the
 // kernel ahead still runs where `dependent` (sm_90 on: the weights' first loads overlap its
 // end). Returns 0, a CUDA error or a pagoda_cuda::Error.
 int pagoda_woq4_mma(int dtype, void* out, const void* x, const void* words, const void* scales,
