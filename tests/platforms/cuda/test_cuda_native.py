@@ -45,6 +45,17 @@ def test_sources_compile_for_every_listed_architecture(tmp_path: Path) -> None:
     assert lib.stat().st_size > 0
 
 
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed")
+def test_the_read_roofline_tool_compiles(tmp_path: Path) -> None:
+    """ci/read_roofline.cu (`bash ci/gpu.sh roofline`) builds, so a GPU call never finds it
+    broken."""
+    tool = tmp_path / "read_roofline"
+    subprocess.run([shutil.which("nvcc"), "-O3", "-std=c++17", "-arch=sm_90",
+                    str(CSRC.parents[2] / "ci" / "read_roofline.cu"), "-o", str(tool)],
+                   check=True, capture_output=True, text=True)
+    assert tool.stat().st_size > 0
+
+
 @pytest.mark.skipif(native.library_path() is None, reason="pagoda-cuda was built without nvcc")
 def test_the_installed_library_loads_and_reports_why_it_cannot_run() -> None:
     assert not isinstance(native._library(), str)
