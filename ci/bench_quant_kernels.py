@@ -50,7 +50,6 @@ from pagoda.quant.rtn import fp8_weight, group_weight, int8_weight  # noqa: E402
 from pagoda.testing.tolerances import mismatch, op_tolerance  # noqa: E402
 
 MMA_MAX_ROWS = 16
-MMA_WIDE_MAX_ROWS = 8  # pagoda_cuda.woq_ops.WIDE_MAX_ROWS: 16 warps a block up to 8 rows
 
 
 def _native() -> Callable[[int], Callable[..., Any]] | None:
@@ -212,7 +211,8 @@ def paths(op: str, m: int, n: int, k: int, units: int) -> dict[str, Callable[...
                 found[f"dot {plan.label}"] = _woq(woq_dot, plan)
         found["triton gemm"] = _woq(woq_gemm)
         if m <= MMA_MAX_ROWS and native_mma is not None:
-            for warps in (16, 8, 4) if m <= MMA_WIDE_MAX_ROWS else (8, 4):
+            from pagoda_cuda.woq_ops import WIDE_MAX_ROWS  # importable: native_mma is set
+            for warps in (16, 8, 4) if m <= WIDE_MAX_ROWS else (8, 4):
                 found[f"cuda mma w{warps}"] = native_mma(warps)
         return found
     found["auto"] = ql.int8_linear if op == "int8" else ql.fp8_linear

@@ -21,12 +21,12 @@ one-sequence decode step launch no norm kernel.
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass, fields
 
 import torch
 
 from pagoda.kernels.triton import quant_linear
+from pagoda.kernels.triton.common import parallel_units
 from pagoda.kernels.triton.decode_layer import RowMatmul
 from pagoda.kernels.triton.row_input import GATED, NORMED, RowInput
 from pagoda.kernels.triton.woq_gemm import PackedGroupWeight
@@ -138,13 +138,8 @@ def block_warps(m: int, n: int, multiprocessors: int) -> int:
     return WIDE_WARPS if few_blocks and m <= WIDE_MAX_ROWS else WARPS
 
 
-@functools.cache
-def _multiprocessors(device: torch.device) -> int:
-    return torch.cuda.get_device_properties(device).multi_processor_count
-
-
 def _warps(m: int, n: int, device: torch.device) -> int:
-    return block_warps(m, n, _multiprocessors(device))
+    return block_warps(m, n, parallel_units(device))
 
 
 def woq4_mma(out2: torch.Tensor, x2: torch.Tensor, weight: NativeGroupWeight,
