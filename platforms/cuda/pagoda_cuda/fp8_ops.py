@@ -17,10 +17,10 @@ Off unless ENABLE_ENV is 1: measured on an H100 (docs/benchmarks.md, sessions 25
 it beats Triton's one-row kernel on the 8B shape's qkv (6.8 against 7.6 µs, in a CUDA
 graph) but loses on gate_up (50.0 against 43.4) and down (K = 14336: 24.4 on Triton, 29.8
 at best split, SPLIT_INPUTS), and C with FP8 weights takes 4.36 ms a token on it against
-4.04 on Triton (`ci/gpu_bench.py OUT XF`). So the split was not
-what it lacked. A likely cause, not yet profiled: each block reads the whole row for its
-activation scale and quantizes its part before its loop starts, and with 8 warps splitting
-a tile's K each warp's loop is short.
+4.04 on Triton (`ci/gpu_bench.py OUT XF`). So the split was not what it lacked. A likely
+cause, not yet profiled: each block reads the whole row for its activation scale and
+quantizes its part before its loop starts, and with 8 warps splitting a tile's K each
+warp's loop is short.
 """
 
 from __future__ import annotations
