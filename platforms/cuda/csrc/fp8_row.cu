@@ -5,22 +5,27 @@
 //
 // x is quantized as the reference does: scale = max(amax(|x|), 1e-12 * 448) / 448 (or the
 // checkpoint's static input scale), q = x / scale rounded to the nearest e4m3, saturated.
-// Every block quantizes the whole row into shared memory first, as float16 values (each e4m3
+// Every block quantizes the row into shared memory first, as float16 values (each e4m3
 // value is one exactly), while its warps' first weight loads are in flight. The codes become
 // float16 pairs in one conversion each (cvt.rn.f16x2.e4m3x2 from sm_89 on), exactly too, so
 // mma.sync m16n8k16 multiplies the two e4m3 values exactly and sums in float32: what the
 // reference computes, in another order, before both scales multiply the sum.
 //
-// Each warp multiplies 16 weight rows by the row of x (the MMA's column 0; the other seven
-// columns are zeros). Lane (g, t) loads 16 bytes of rows g and g + 8 a step (inputs 16t to
-// 16t + 15 of a 64-input chunk), and MMA i of the step takes bytes 4i to 4i + 3 of them as
-// its k indices 2t, 2t + 1, 2t + 8, 2t + 9; the lane reads x at the same inputs, so no
-// weight moves. A block's warps split K; their sums meet in shared memory.
+// x may also come as the input of the RMSNorm before the linear (row_input.cuh): each block
+// then computes the normed row into shared memory before it quantizes it, so a decode
+// step's qkv and gate_up projections launch no norm kernel.
 //
-// A long K is also split between blocks (grid dimension y). Each split quantizes only its
-// part of x (the scale still comes from the whole row), writes its scaled float32 sums,
-// and sum_splits adds them. On an H100 it took the 8B shape's down projection (K = 14336)
-// from 34.9 to 32.3 µs in 4 splits, still behind Triton's 24.4 (pagoda_cuda.fp8_ops).
+// Each warp multiplies 16 weight rows (a tile) by the row of x (the MMA's column 0; the
+// other seven columns are zeros). Lane (g, t) loads 16 bytes of rows g and g + 8 a step
+// (inputs 16t to 16t + 15 of a 64-input chunk), and MMA i of the step takes bytes 4i to
+// 4i + 3 of them as its k indices 2t, 2t + 1, 2t + 8, 2t + 9; the lane reads x at the same
+// inputs, so no weight moves. A block holds TILES tiles of 16 rows (so that its quantized
+// row serves more weights), its WARPS warps split between them and each tile's warps
+// split K; their sums meet in shared memory. Each warp keeps DEPTH steps' loads in flight.
+//
+// A long K may also be split between blocks (grid dimension y). Each split quantizes only
+// its part of a plain x (the scale still comes from the whole row), writes its scaled
+// float32 sums, and sum_splits adds them.
 
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
@@ -29,16 +34,18 @@
 #include <cstdint>
 
 #include "common.cuh"
+#include "row_input.cuh"
 
 namespace {
 
 using pagoda_cuda::from_float;
+using pagoda_cuda::RowNorm;
 using pagoda_cuda::to_float;
 using pagoda_cuda::unpack8;
 
-constexpr int kRows = pagoda_cuda::kMmaRows;  // weight rows a block (the MMA's M)
+constexpr int kRows = pagoda_cuda::kMmaRows;  // weight rows a tile (the MMA's M)
 constexpr int kChunk = 64;                    // inputs a warp step: 4 lanes x 16 codes
-constexpr int kMaxInputs = 16384;             // K: the quantized row in 32 KB of shared memory
+constexpr int kMaxInputs = pagoda_cuda::kMaxRowInputs;  // K: the row in 32 KB of shared memory
 constexpr float kFp8Max = 448.0f;
 constexpr float kMinScale = 1e-12f;           // pagoda.quant.tensors.MIN_SCALE
 
@@ -55,90 +62,124 @@ __device__ __forceinline__ __half quantize(float x, float scale) {
   return __half(__nv_cvt_fp8_to_halfraw(code, __NV_E4M3));
 }
 
-// The row's activation scale (per token, or the static one), and its inputs [v0, v1) in
-// vectors of eight quantized into `row` (as float16, row[0] the first), by every thread of
-// the block; returns once they are all there.
+// The row's activation scale: the static one, or from the amax of `vectors` 16-byte
+// vectors of T at `values` (global or shared memory), by every thread of the block (THREADS
+// of them), the same float in each.
 template <typename T, int THREADS>
-__device__ __forceinline__ float quantize_row(uint4* row, const T* x, const float* static_scale,
-                                              int k, int v0, int v1) {
-  const int vectors = k / 8;
-  const uint4* xv = reinterpret_cast<const uint4*>(x);
-  float scale;
-  if (static_scale != nullptr) {
-    scale = *static_scale;
-  } else {
-    float amax = 0.0f;
-    for (int v = threadIdx.x; v < vectors; v += THREADS) {
-      float f[8];
-      unpack8<T>(__ldg(xv + v), f);
-#pragma unroll
-      for (int i = 0; i < 8; ++i) amax = fmaxf(amax, fabsf(f[i]));
-    }
-    amax = pagoda_cuda::block_all_reduce<THREADS>(amax, [](float a, float b) {
-      return fmaxf(a, b);
-    });
-    scale = fmaxf(amax, kMinScale * kFp8Max) / kFp8Max;  // a true division, as the reference's
-  }
-  for (int v = v0 + threadIdx.x; v < v1; v += THREADS) {
+__device__ __forceinline__ float activation_scale(const uint4* values, int vectors,
+                                                  const float* static_scale) {
+  if (static_scale != nullptr) return *static_scale;
+  float amax = 0.0f;
+  for (int v = threadIdx.x; v < vectors; v += THREADS) {
     float f[8];
-    unpack8<T>(__ldg(xv + v), f);
+    unpack8<T>(values[v], f);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) amax = fmaxf(amax, fabsf(f[i]));
+  }
+  amax = pagoda_cuda::block_all_reduce<THREADS>(amax, [](float a, float b) {
+    return fmaxf(a, b);
+  });
+  return fmaxf(amax, kMinScale * kFp8Max) / kFp8Max;  // a true division, as the reference's
+}
+
+// dst[i] = src[i] quantized by `scale` (as float16 values), for `count` vectors of eight,
+// by every thread of the block; returns once they are all there. dst may be src.
+template <typename T, int THREADS>
+__device__ __forceinline__ void quantize_vectors(uint4* dst, const uint4* src, int count,
+                                                 float scale) {
+  for (int v = threadIdx.x; v < count; v += THREADS) {
+    float f[8];
+    unpack8<T>(src[v], f);
     uint4 q;
     __half* qh = reinterpret_cast<__half*>(&q);
 #pragma unroll
     for (int i = 0; i < 8; ++i) qh[i] = quantize(f[i], scale);
-    row[v - v0] = q;
+    dst[v] = q;
   }
   __syncthreads();
-  return scale;
 }
 
-template <typename T, int WARPS>
+// One 64-input chunk of a warp: 16 bytes of codes of rows g (`wa`) and g + 8 (`wb`), and x's
+// quantized inputs 16t .. 16t + 15 of the chunk at `xq` (two vectors, read by the lanes of
+// column 0).
+__device__ __forceinline__ void multiply_chunk(float (&acc)[4], const uint4& wa, const uint4& wb,
+                                               const uint4* xq, int g) {
+  const uint4 x_lo = g == 0 ? xq[0] : make_uint4(0, 0, 0, 0);
+  const uint4 x_hi = g == 0 ? xq[1] : make_uint4(0, 0, 0, 0);
+  const uint32_t a_words[4] = {wa.x, wa.y, wa.z, wa.w};
+  const uint32_t b_words[4] = {wb.x, wb.y, wb.z, wb.w};
+  const uint32_t xs[8] = {x_lo.x, x_lo.y, x_lo.z, x_lo.w, x_hi.x, x_hi.y, x_hi.z, x_hi.w};
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {  // bytes 4i .. 4i + 3 of each row: k indices 2t, +1, +8, +9
+    const uint32_t a[4] = {codes_to_halves(a_words[i] & 0xffffu),
+                           codes_to_halves(b_words[i] & 0xffffu),
+                           codes_to_halves(a_words[i] >> 16), codes_to_halves(b_words[i] >> 16)};
+    pagoda_cuda::mma_f16(acc, a, xs[2 * i], xs[2 * i + 1]);
+  }
+}
+
+template <typename T, int WARPS, int TILES, int DEPTH, int INPUT>
 __global__ void __launch_bounds__(WARPS * 32)
     fp8_row_kernel(T* __restrict__ out, const T* __restrict__ x,
                    const uint8_t* __restrict__ codes, const float* __restrict__ row_scales,
                    const float* __restrict__ static_scale, const T* __restrict__ bias, int k,
-                   int64_t stride_wn, int split_chunks, float* __restrict__ split_sums) {
+                   int64_t stride_wn, int split_chunks, float* __restrict__ split_sums,
+                   RowNorm<T> norm) {
+  constexpr int kThreads = WARPS * 32, kTileWarps = WARPS / TILES;
+  static_assert(WARPS % TILES == 0 && kTileWarps >= 1, "whole warps a tile");
   __shared__ float partial[WARPS][kRows];
-  extern __shared__ uint4 row_x[];  // this split's inputs of x quantized, as float16
+  // x quantized, as float16: this split's inputs of a plain x, the whole of a normed one
+  extern __shared__ uint4 row_x[];
 
-  // This block's split of K: chunks [first, last) (all of K without a split).
+  // This block's split of K: chunks [first, last) (all of K without a split), of which
+  // this warp of its tile takes [begin, end).
+  const int warp = threadIdx.x / 32, g = threadIdx.x % 32 / 4, t = threadIdx.x % 4;
+  const int tile = warp / kTileWarps, tile_warp = warp % kTileWarps;
   const int first = blockIdx.y * split_chunks;
   const int last = min(k / kChunk, first + split_chunks);
-  auto [warp, g, t, begin, end, row] = pagoda_cuda::lane_tile<WARPS>(last - first);
-  begin += first;
-  end += first;
+  const int per_warp = (last - first + kTileWarps - 1) / kTileWarps;
+  const int begin = first + tile_warp * per_warp;
+  const int end = min(last, begin + per_warp);
+  const int64_t row = (static_cast<int64_t>(blockIdx.x) * TILES + tile) * kRows + g;
   const uint4* wa = reinterpret_cast<const uint4*>(codes + row * stride_wn) + t;
   const uint4* wb = reinterpret_cast<const uint4*>(codes + (row + 8) * stride_wn) + t;
-  uint4 next_a = {}, next_b = {};
-  if (begin < end) {
-    next_a = __ldcs(wa + 4 * begin);
-    next_b = __ldcs(wb + 4 * begin);
+  uint4 ring_a[DEPTH], ring_b[DEPTH];  // the next DEPTH chunks' codes, chunk c in c % DEPTH
+#pragma unroll
+  for (int d = 0; d < DEPTH; ++d) {
+    if (begin + d < end) {
+      ring_a[d] = __ldcs(wa + 4 * (begin + d));
+      ring_b[d] = __ldcs(wb + 4 * (begin + d));
+    }
   }
   // The first codes are on their way; x may still be the kernel ahead's.
   pagoda_cuda::wait_for_inputs();
-  const float x_scale = quantize_row<T, WARPS * 32>(row_x, x, static_scale, k,
-                                                   first * (kChunk / 8), last * (kChunk / 8));
+  const int v0 = first * (kChunk / 8), v1 = last * (kChunk / 8);  // this split's vectors
+  int stored_from;  // the first vector of x that row_x holds
+  float x_scale;
+  if constexpr (INPUT == pagoda_cuda::kPlain) {
+    const uint4* xv = reinterpret_cast<const uint4*>(x);
+    x_scale = activation_scale<T, kThreads>(xv, k / 8, static_scale);
+    quantize_vectors<T, kThreads>(row_x, xv + v0, v1 - v0, x_scale);
+    stored_from = v0;
+  } else {
+    pagoda_cuda::normed_row<T, INPUT, kThreads>(row_x, x, norm, k);
+    x_scale = activation_scale<T, kThreads>(row_x, k / 8, static_scale);
+    quantize_vectors<T, kThreads>(row_x + v0, row_x + v0, v1 - v0, x_scale);
+    stored_from = 0;
+  }
 
   float acc[4] = {};
-  for (int c = begin; c < end; ++c) {
-    const uint4 cur_a = next_a, cur_b = next_b;
-    if (c + 1 < end) {  // the next chunk's codes stream while this one multiplies
-      next_a = __ldcs(wa + 4 * (c + 1));
-      next_b = __ldcs(wb + 4 * (c + 1));
-    }
-    // x at inputs 16t .. 16t + 15 of the chunk, for the lanes of column 0 (g = 0)
-    const int xi = 2 * (4 * (c - first) + t);
-    const uint4 x_lo = g == 0 ? row_x[xi] : make_uint4(0, 0, 0, 0);
-    const uint4 x_hi = g == 0 ? row_x[xi + 1] : make_uint4(0, 0, 0, 0);
-    const uint32_t a_words[4] = {cur_a.x, cur_a.y, cur_a.z, cur_a.w};
-    const uint32_t b_words[4] = {cur_b.x, cur_b.y, cur_b.z, cur_b.w};
-    const uint32_t xs[8] = {x_lo.x, x_lo.y, x_lo.z, x_lo.w, x_hi.x, x_hi.y, x_hi.z, x_hi.w};
+  for (int c = begin; c < end; c += DEPTH) {
 #pragma unroll
-    for (int i = 0; i < 4; ++i) {  // bytes 4i .. 4i + 3 of each row: k indices 2t, +1, +8, +9
-      const uint32_t a[4] = {codes_to_halves(a_words[i] & 0xffffu),
-                             codes_to_halves(b_words[i] & 0xffffu),
-                             codes_to_halves(a_words[i] >> 16), codes_to_halves(b_words[i] >> 16)};
-      pagoda_cuda::mma_f16(acc, a, xs[2 * i], xs[2 * i + 1]);
+    for (int d = 0; d < DEPTH; ++d) {  // chunk c + d, whose codes are in slot d
+      if (c + d < end) {
+        const uint4 cur_a = ring_a[d], cur_b = ring_b[d];
+        if (c + d + DEPTH < end) {  // its slot streams chunk c + d + DEPTH meanwhile
+          ring_a[d] = __ldcs(wa + 4 * (c + d + DEPTH));
+          ring_b[d] = __ldcs(wb + 4 * (c + d + DEPTH));
+        }
+        multiply_chunk(acc, cur_a, cur_b, row_x + (8 * (c + d) + 2 * t - stored_from), g);
+      }
     }
   }
 
@@ -148,15 +189,16 @@ __global__ void __launch_bounds__(WARPS * 32)
     partial[warp][g + 8] = acc[2];
   }
   __syncthreads();
-  if (threadIdx.x < kRows) {
-    const int r = threadIdx.x;
+  if (threadIdx.x < TILES * kRows) {
+    const int r = threadIdx.x % kRows, sum_tile = threadIdx.x / kRows;
     float sum = 0.0f;
 #pragma unroll
-    for (int w = 0; w < WARPS; ++w) sum += partial[w][r];
-    const int64_t n_index = static_cast<int64_t>(blockIdx.x) * kRows + r;
+    for (int w = 0; w < kTileWarps; ++w) sum += partial[sum_tile * kTileWarps + w][r];
+    const int64_t n = static_cast<int64_t>(gridDim.x) * TILES * kRows;
+    const int64_t n_index = (static_cast<int64_t>(blockIdx.x) * TILES + sum_tile) * kRows + r;
     float y = sum * (x_scale * row_scales[n_index]);
     if (split_sums != nullptr) {  // sum_splits adds the splits' and the bias
-      split_sums[blockIdx.y * static_cast<int64_t>(gridDim.x) * kRows + n_index] = y;
+      split_sums[blockIdx.y * n + n_index] = y;
       return;
     }
     if (bias != nullptr) y += to_float(bias[n_index]);
@@ -178,18 +220,50 @@ __global__ void sum_splits(T* __restrict__ out, const float* __restrict__ split_
 }
 
 template <typename T>
-cudaError_t launch(void* out, const void* x, const void* codes, const void* row_scales,
-                   const void* static_scale, const void* bias, int n, int k, int64_t stride_wn,
-                   int splits, float* split_sums, bool dependent, cudaStream_t stream) {
+using Kernel = decltype(&fp8_row_kernel<T, 8, 1, 1, pagoda_cuda::kPlain>);
+
+// The kernel of `warps` warps (8 or 16), `tiles` tiles of 16 rows a block (1, 2 or 4) and
+// `depth` chunks in flight a warp (1 or 2), for x as `INPUT` says.
+template <typename T, int INPUT, int WARPS, int TILES>
+Kernel<T> pick_depth(int depth) {
+  return depth == 1 ? fp8_row_kernel<T, WARPS, TILES, 1, INPUT>
+                    : fp8_row_kernel<T, WARPS, TILES, 2, INPUT>;
+}
+
+template <typename T, int INPUT, int WARPS>
+Kernel<T> pick_tiles(int tiles, int depth) {
+  return tiles == 1   ? pick_depth<T, INPUT, WARPS, 1>(depth)
+         : tiles == 2 ? pick_depth<T, INPUT, WARPS, 2>(depth)
+                      : pick_depth<T, INPUT, WARPS, 4>(depth);
+}
+
+template <typename T, int INPUT>
+Kernel<T> pick(int warps, int tiles, int depth) {
+  return warps == 8 ? pick_tiles<T, INPUT, 8>(tiles, depth)
+                    : pick_tiles<T, INPUT, 16>(tiles, depth);
+}
+
+template <typename T>
+cudaError_t launch(int input, void* out, const void* x, const RowNorm<T>& norm,
+                   const void* codes, const void* row_scales, const void* static_scale,
+                   const void* bias, int n, int k, int64_t stride_wn, int splits,
+                   float* split_sums, int warps, int tiles, int depth, bool dependent,
+                   cudaStream_t stream) {
   const int chunks = k / kChunk, split_chunks = (chunks + splits - 1) / splits;
   splits = (chunks + split_chunks - 1) / split_chunks;  // none empty
   if (splits == 1) split_sums = nullptr;
+  using pagoda_cuda::kNormed, pagoda_cuda::kNormedResidual, pagoda_cuda::kPlain;
+  const Kernel<T> kernel = input == kPlain    ? pick<T, kPlain>(warps, tiles, depth)
+                           : input == kNormed ? pick<T, kNormed>(warps, tiles, depth)
+                                              : pick<T, kNormedResidual>(warps, tiles, depth);
+  // A plain x's split in shared memory, or the whole normed row.
+  const int stored = input == pagoda_cuda::kPlain ? split_chunks * kChunk : k;
   if (const cudaError_t e = pagoda_cuda::launch_kernel(
-          fp8_row_kernel<T, 8>, dim3(n / kRows, splits), 8 * 32,
-          static_cast<size_t>(split_chunks) * kChunk * sizeof(__half), stream, dependent,
-          static_cast<T*>(out), static_cast<const T*>(x), static_cast<const uint8_t*>(codes),
+          kernel, dim3(n / (kRows * tiles), splits), warps * 32,
+          static_cast<size_t>(stored) * sizeof(__half), stream, dependent, static_cast<T*>(out),
+          static_cast<const T*>(x), static_cast<const uint8_t*>(codes),
           static_cast<const float*>(row_scales), static_cast<const float*>(static_scale),
-          static_cast<const T*>(bias), k, stride_wn, split_chunks, split_sums);
+          static_cast<const T*>(bias), k, stride_wn, split_chunks, split_sums, norm);
       e != cudaSuccess || split_sums == nullptr) {
     return e;
   }
@@ -200,36 +274,58 @@ cudaError_t launch(void* out, const void* x, const void* codes, const void* row_
                                     static_cast<const T*>(bias), n, splits);
 }
 
+bool bad_shape(int input, int n, int k, int64_t stride_wn, int splits, bool scratch, int warps,
+               int tiles, int depth) {
+  return input < pagoda_cuda::kPlain || input > pagoda_cuda::kNormedResidual ||
+         (warps != 8 && warps != 16) || (tiles != 1 && tiles != 2 && tiles != 4) ||
+         (depth != 1 && depth != 2) || n <= 0 || n % (kRows * tiles) != 0 || k <= 0 ||
+         k % kChunk != 0 || k > kMaxInputs || stride_wn % 16 != 0 || splits < 1 ||
+         (splits > 1 && !scratch);
+}
+
 }  // namespace
 
 extern "C" {
 
 // out [1, n] = fp8_linear(x [1, k]) with codes [n, stride_wn] (float8 e4m3, rows 16-byte
 // aligned) and float32 row scales [n]; `static_scale` a float32 scalar or null (per token);
-// dtype 0 bfloat16, 1 float16 (x, bias and out, all contiguous, x 16-byte aligned); n a
-// multiple of 16, k of 64 and at most 16384. K is split between `splits` blocks a tile of
-// outputs (at most one per 64 inputs), whose float32 sums go to `split_sums` ([splits, n],
-// the caller's scratch; unused with one split) before a second kernel adds them. Launched
-// on `stream` of device `device`, dependently where `dependent` (sm_90 on). Returns 0, a
-// CUDA error or a pagoda_cuda::Error.
-int pagoda_fp8_row(int dtype, void* out, const void* x, const void* codes,
+// dtype 0 bfloat16, 1 float16 (x, bias and out, all contiguous, x 16-byte aligned); k a
+// multiple of 64 and at most 16384. `input` 0: x as it is; 1: x the input of an RMSNorm
+// whose output the linear takes, rms_norm(x, eps) * norm_weight; 2: the same of x +
+// residual, which is also stored into `summed` (x, residual, norm_weight and summed [k],
+// contiguous and 16-byte aligned). Blocks of `warps` warps (8 or 16) multiply `tiles` (1, 2
+// or 4) tiles of 16 outputs (n a multiple of 16 tiles), each warp with `depth` (1 or 2)
+// chunks of 64 inputs in flight. K is split between `splits` blocks a tile of outputs (at
+// most one per 64 inputs), whose float32 sums go to `split_sums` ([splits, n], the caller's
+// scratch; unused with one split) before a second kernel adds them. Launched on `stream`
+// of device `device`, dependently where `dependent` (sm_90 on). Returns 0, a CUDA error or
+// a pagoda_cuda::Error.
+int pagoda_fp8_row(int dtype, int input, void* out, const void* x, const void* residual,
+                   const void* norm_weight, void* summed, float eps, const void* codes,
                    const void* row_scales, const void* static_scale, const void* bias, int n,
-                   int k, int64_t stride_wn, int splits, void* split_sums, int dependent,
-                   int device, void* stream) {
-  if (n <= 0 || n % kRows != 0 || k <= 0 || k % kChunk != 0 || k > kMaxInputs ||
-      stride_wn % 16 != 0 || splits < 1 || (splits > 1 && split_sums == nullptr)) {
+                   int k, int64_t stride_wn, int splits, void* split_sums, int warps, int tiles,
+                   int depth, int dependent, int device, void* stream) {
+  if (bad_shape(input, n, k, stride_wn, splits, split_sums != nullptr, warps, tiles, depth)) {
     return pagoda_cuda::kBadShape;
   }
   if (const cudaError_t e = cudaSetDevice(device); e != cudaSuccess) return e;
   auto s = static_cast<cudaStream_t>(stream);
   auto sums = static_cast<float*>(split_sums);
   switch (dtype) {
-    case pagoda_cuda::kBfloat16:
-      return launch<__nv_bfloat16>(out, x, codes, row_scales, static_scale, bias, n, k,
-                                   stride_wn, splits, sums, dependent, s);
-    case pagoda_cuda::kFloat16:
-      return launch<__half>(out, x, codes, row_scales, static_scale, bias, n, k, stride_wn,
-                            splits, sums, dependent, s);
+    case pagoda_cuda::kBfloat16: {
+      using T = __nv_bfloat16;
+      const RowNorm<T> norm{static_cast<const T*>(residual), static_cast<const T*>(norm_weight),
+                            static_cast<T*>(summed), eps};
+      return launch<T>(input, out, x, norm, codes, row_scales, static_scale, bias, n, k,
+                       stride_wn, splits, sums, warps, tiles, depth, dependent, s);
+    }
+    case pagoda_cuda::kFloat16: {
+      using T = __half;
+      const RowNorm<T> norm{static_cast<const T*>(residual), static_cast<const T*>(norm_weight),
+                            static_cast<T*>(summed), eps};
+      return launch<T>(input, out, x, norm, codes, row_scales, static_scale, bias, n, k,
+                       stride_wn, splits, sums, warps, tiles, depth, dependent, s);
+    }
     default:
       return pagoda_cuda::kBadType;
   }

@@ -40,30 +40,21 @@
 #include <cstdint>
 
 #include "common.cuh"
+#include "row_input.cuh"
 
 namespace {
 
 using pagoda_cuda::from_float;
-using pagoda_cuda::pack8;
+using pagoda_cuda::kMaxRowInputs;
+using pagoda_cuda::kNormed;
+using pagoda_cuda::kNormedResidual;
+using pagoda_cuda::kPlain;
+using pagoda_cuda::RowNorm;
 using pagoda_cuda::to_float;
 using pagoda_cuda::unpack8;
 
 constexpr int kRows = pagoda_cuda::kMmaRows;  // weight rows a block (the MMA's M)
 constexpr int kChunk = 128;  // inputs a warp step: 4 lanes x 4 words x 8 codes
-
-// What x is: the row as it is, or the input of the RMSNorm before the linear (with or
-// without a residual added first).
-enum Input { kPlain = 0, kNormed = 1, kNormedResidual = 2 };
-constexpr int kMaxRowInputs = 16384;  // a normed row's k: 32 KB of shared memory at most
-
-// The input of a normed row's linear, one row of k values, to read and (summed) to write.
-template <typename T>
-struct RowNorm {
-  const T* residual;     // added to x first (kNormedResidual)
-  const T* weight;       // the norm's weight [k]
-  T* summed;             // x + residual, stored by block 0 (kNormedResidual)
-  float eps;
-};
 
 template <typename T>
 struct Half;
@@ -137,47 +128,6 @@ __device__ __forceinline__ void multiply_chunk(float (&acc)[NT][4], const uint4&
   }
 }
 
-// row[0, k / 8) = rms_norm(x (+ residual)) * weight, one row of k values (a multiple of 8)
-// in 16-byte vectors, by every thread of the block (THREADS of them); block 0 also stores
-// x + residual. As pagoda.kernels.triton.norm's kernel computes it: the sum rounded to T,
-// float32 squares summed, 1 / sqrt(mean + eps), each value times it, times the weight,
-// rounded to T. Returns once the whole row is in `row`.
-template <typename T, int INPUT, int THREADS>
-__device__ __forceinline__ void normed_row(uint4* row, const T* x, const RowNorm<T>& norm,
-                                           int k) {
-  const int vectors = k / 8;
-  float squares = 0.0f;
-  for (int v = threadIdx.x; v < vectors; v += THREADS) {
-    float f[8];
-    unpack8<T>(__ldg(reinterpret_cast<const uint4*>(x) + v), f);
-    if constexpr (INPUT == kNormedResidual) {
-      float r[8];
-      unpack8<T>(__ldg(reinterpret_cast<const uint4*>(norm.residual) + v), r);
-#pragma unroll
-      for (int i = 0; i < 8; ++i) f[i] = to_float(from_float<T>(f[i] + r[i]));
-    }
-    const uint4 summed = pack8<T>(f);
-    if (INPUT == kNormedResidual && blockIdx.x == 0) {
-      reinterpret_cast<uint4*>(norm.summed)[v] = summed;
-    }
-    row[v] = summed;
-#pragma unroll
-    for (int i = 0; i < 8; ++i) squares = fmaf(f[i], f[i], squares);
-  }
-  const float total =
-      pagoda_cuda::block_all_reduce<THREADS>(squares, [](float a, float b) { return a + b; });
-  const float inv_rms = 1.0f / sqrtf(total / static_cast<float>(k) + norm.eps);
-  for (int v = threadIdx.x; v < vectors; v += THREADS) {  // this thread's own vectors
-    float f[8], w[8];
-    unpack8<T>(row[v], f);
-    unpack8<T>(__ldg(reinterpret_cast<const uint4*>(norm.weight) + v), w);
-#pragma unroll
-    for (int i = 0; i < 8; ++i) f[i] = f[i] * inv_rms * w[i];
-    row[v] = pack8<T>(f);
-  }
-  __syncthreads();
-}
-
 // WHOLE: the group holds whole chunks (128 inputs or more), scaled after their MMAs.
 // INPUT: what x is (Input; anything but kPlain with NT = 1 and one row).
 template <typename T, int NT, int WARPS, bool WHOLE, int INPUT = kPlain>
@@ -220,7 +170,7 @@ __global__ void __launch_bounds__(WARPS * 32)
   // The first weights are on their way; x, and out's memory, may still be the kernel
   // ahead's while this one was launched dependently.
   pagoda_cuda::wait_for_inputs();
-  if constexpr (INPUT != kPlain) normed_row<T, INPUT, WARPS * 32>(row_input, x, norm, k);
+  if constexpr (INPUT != kPlain) pagoda_cuda::normed_row<T, INPUT, WARPS * 32>(row_input, x, norm, k);
   for (int c = begin; c < end; ++c) {
     const uint4 cur_a = next_a, cur_b = next_b;
     if (c + 1 < end) {  // the next chunk's weights stream while this one multiplies

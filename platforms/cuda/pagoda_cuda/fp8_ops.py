@@ -26,15 +26,19 @@ warp's loop is short.
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 
 import torch
 
+from pagoda.kernels.triton.decode_layer import RowMatmul
 from pagoda.kernels.triton.quant_linear import ScaledWeight, prepare_fp8
+from pagoda.kernels.triton.row_input import PLAIN, RowInput
+from pagoda.models.decode_fusion import FusableLinear
 from pagoda.quant.tensors import FP8_DTYPE
 from pagoda_cuda import native
 from pagoda_cuda.triton_ops import KERNELS
 
-__all__ = ["fits", "fp8_linear", "fp8_row", "prepare_fp8", "unavailable"]
+__all__ = ["Fp8Plan", "fits", "fp8_linear", "fp8_row", "plan", "prepare_fp8", "unavailable"]
 
 NEEDS = (8, 9)
 """cvt.rn.f16x2.e4m3x2 (older GPUs would convert each code in software)."""
@@ -57,31 +61,70 @@ def unavailable() -> str | None:
 
 def fits(x2: torch.Tensor, weight: ScaledWeight, bias: torch.Tensor | None) -> bool:
     """Whether the kernel takes x [1, K] times `weight` (+ `bias`)."""
-    codes = weight.weight
-    n, k = codes.shape
-    static = weight.input_scale
-    return (x2.shape == (1, k) and x2.dtype in native.DTYPE_CODES and weight.block is None
-            and codes.dtype == FP8_DTYPE and n % ROW_TILE == 0 and k % K_TILE == 0
-            and k <= MAX_INPUTS and codes.stride(1) == 1 and codes.stride(0) % 16 == 0
-            and codes.data_ptr() % 16 == 0
-            and weight.scale.dtype == torch.float32 and weight.scale.shape == (n,)
-            and weight.scale.is_contiguous()
-            and (static is None or (static.dtype == torch.float32 and static.numel() == 1))
-            and (bias is None or (bias.dtype == x2.dtype and bias.is_contiguous()))
+    return (weight_fits(weight) and bias_fits(bias, x2.dtype)
+            and x2.shape == (1, weight.weight.shape[1]) and x2.dtype in native.DTYPE_CODES
             and x2.stride(1) == 1 and x2.data_ptr() % 16 == 0)
 
 
-def fp8_row(out2: torch.Tensor, x2: torch.Tensor, weight: ScaledWeight,
-            bias: torch.Tensor | None) -> torch.Tensor:
-    """out2 [1, N] = fp8_linear(x2 [1, K]) (+ bias) on the kernel (`fits` must hold)."""
+def weight_fits(weight: ScaledWeight) -> bool:
+    """`fits`' conditions on the weight: e4m3 codes with row scales (no blocks), N a multiple
+    of 16, K of 64 up to MAX_INPUTS, rows 16-byte aligned, a float32 static scale or none."""
+    codes = weight.weight
+    n, k = codes.shape
+    static = weight.input_scale
+    return (weight.block is None and codes.dtype == FP8_DTYPE and n % ROW_TILE == 0
+            and k % K_TILE == 0 and k <= MAX_INPUTS and codes.stride(1) == 1
+            and codes.stride(0) % 16 == 0 and codes.data_ptr() % 16 == 0
+            and weight.scale.dtype == torch.float32 and weight.scale.shape == (n,)
+            and weight.scale.is_contiguous()
+            and (static is None or (static.dtype == torch.float32 and static.numel() == 1)))
+
+
+def bias_fits(bias: torch.Tensor | None, dtype: torch.dtype) -> bool:
+    """Whether the kernel adds `bias` to outputs of `dtype`."""
+    return bias is None or (bias.dtype == dtype and bias.is_contiguous())
+
+
+def row_fits(row: RowInput) -> bool:
+    """Whether the kernel computes `row`'s normed input itself (K at most MAX_INPUTS)."""
+    return native.normed_row_fits(row, MAX_INPUTS)
+
+
+@dataclass(frozen=True)
+class Fp8Plan:
+    """How the kernel launches for one matmul: blocks of `warps` warps (8 or 16) over
+    `tiles` tiles of 16 outputs (1, 2 or 4), each warp with `depth` chunks of 64 inputs in
+    flight (1 or 2), K split between `splits` blocks a tile."""
+
+    warps: int = 8
+    tiles: int = 1
+    depth: int = 1
+    splits: int = 1
+
+
+def plan(n: int, k: int) -> Fp8Plan:
+    """The launch for an N x K weight: K split past SPLIT_INPUTS."""
+    return Fp8Plan(splits=-(-k // SPLIT_INPUTS))
+
+
+def fp8_row(out2: torch.Tensor, x2: torch.Tensor | RowInput, weight: ScaledWeight,
+            bias: torch.Tensor | None, launch: Fp8Plan | None = None) -> torch.Tensor:
+    """out2 [1, N] = fp8_linear(x2 [1, K]) (+ bias) on the kernel (`fits` must hold), or of
+    the input of the RMSNorm a NORMED `RowInput` describes (`row_fits`; x + residual stored
+    into its `summed`), launched as `launch` says (default: `plan`)."""
     n, k = weight.weight.shape
-    splits = -(-k // SPLIT_INPUTS)
-    split_sums = (torch.empty((splits, n), dtype=torch.float32, device=x2.device)
-                  if splits > 1 else None)
-    native.call("pagoda_fp8_row", x2.device, native.DTYPE_CODES[x2.dtype], out2.data_ptr(),
-                x2.data_ptr(), weight.weight.data_ptr(), weight.scale.data_ptr(),
+    row = x2 if isinstance(x2, RowInput) else RowInput(x2)
+    launch = launch or plan(n, k)
+    split_sums = (torch.empty((launch.splits, n), dtype=torch.float32, device=row.x.device)
+                  if launch.splits > 1 else None)
+    input_kind = (0 if row.kind == PLAIN else 2 if row.residual is not None else 1)
+    native.call("pagoda_fp8_row", row.x.device, native.DTYPE_CODES[row.x.dtype], input_kind,
+                out2.data_ptr(), row.x.data_ptr(), native.pointer(row.residual),
+                native.pointer(row.norm_weight), native.pointer(row.summed), row.eps,
+                weight.weight.data_ptr(), weight.scale.data_ptr(),
                 native.pointer(weight.input_scale), native.pointer(bias), n, k,
-                weight.weight.stride(0), splits, native.pointer(split_sums))
+                weight.weight.stride(0), launch.splits, native.pointer(split_sums),
+                launch.warps, launch.tiles, launch.depth)
     return out2
 
 
@@ -89,3 +132,18 @@ def fp8_linear(x: torch.Tensor, weight: ScaledWeight,
                bias: torch.Tensor | None = None) -> torch.Tensor:
     """See `pagoda.ops.quant_reference.fp8_linear`; `weight` from `prepare_fp8`."""
     return native.linear(x, weight, bias, fits, fp8_row, KERNELS.fp8_linear)
+
+
+def row_matmul(linear: FusableLinear) -> RowMatmul | None:
+    """The kernel as a fused decode layer's one-row matmul (`fuse_decode_layer`'s
+    `row_matmuls`), for a linear of this provider whose weight it takes: it computes a
+    normed row itself (`row_fits`); other rows' inputs run their ops' kernels first. It has
+    no rotary epilogue."""
+    weight, bias = linear.weight, linear.bias
+    if (linear.op is not fp8_linear or not isinstance(weight, ScaledWeight)
+            or not weight_fits(weight)):
+        return None
+    return native.row_matmul(weight.weight.shape[0],
+                             lambda row: row_fits(row) and bias_fits(bias, row.x.dtype),
+                             lambda out, row: fp8_row(out, row, weight, bias),
+                             lambda x: fp8_linear(x, weight, bias))

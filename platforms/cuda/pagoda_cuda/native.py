@@ -31,11 +31,12 @@ _SIGNATURES = {
                         _P],
     "pagoda_woq4_mma_row": [_I, _I, _P, _P, _P, _P, _P, _F, _P, _P, _P, _P, _I, _I, _L, _L, _I,
                             _I, _I, _I, _P],
-    "pagoda_fp8_row": [_I, _P, _P, _P, _P, _P, _P, _I, _I, _L, _I, _P, _I, _I, _P],
+    "pagoda_fp8_row": [_I, _I, _P, _P, _P, _P, _P, _F, _P, _P, _P, _P, _I, _I, _L, _I, _P, _I,
+                       _I, _I, _I, _I, _P],
 }
 """Each launcher's arguments; the last three (whether to launch dependently, the device's
 index and its stream) `call` adds."""
-ABI_VERSION = 5
+ABI_VERSION = 6
 """The launchers' signature version these `_SIGNATURES` describe (csrc/common.cuh's
 kAbiVersion): a library reporting another was built from other sources and is not called."""
 DTYPE_CODES = {torch.bfloat16: 0, torch.float16: 1}
@@ -147,6 +148,39 @@ def call(name: str, device: torch.device, *args: object) -> None:
     if code:
         message = lib.pagoda_cuda_error_string(code).decode()
         raise NativeKernelError(f"{name}: {message} (code {code})")
+
+
+def normed_row_fits(row: Any, max_inputs: int) -> bool:
+    """Whether a kernel that computes a normed row's input itself (in shared memory, at most
+    `max_inputs` of it) takes `row` (a `pagoda.kernels.triton.row_input.RowInput`): a NORMED
+    row of a 16-bit type, every vector contiguous, 16-byte aligned and of x's type."""
+    from pagoda.kernels.triton.row_input import NORMED
+
+    x = row.x
+    vectors = [x, row.norm_weight, row.residual, row.summed]
+    return (row.kind == NORMED and x.shape[0] == 1 and row.width <= max_inputs
+            and x.dtype in DTYPE_CODES
+            and all(v is None or (v.dtype == x.dtype and v.is_contiguous()
+                                  and v.data_ptr() % 16 == 0) for v in vectors))
+
+
+def row_matmul(n: int, row_fits: Callable[[Any], bool],
+               kernel_row: Callable[[torch.Tensor, Any], torch.Tensor],
+               linear_op: Callable[[torch.Tensor], torch.Tensor]) -> Any:
+    """A fused decode layer's one-row matmul of N outputs (a
+    `pagoda.kernels.triton.decode_layer.RowMatmul`) on a kernel that computes a normed row
+    itself, `kernel_row(out, row)` where `row_fits(row)`; other rows' inputs run their ops'
+    kernels first (`triton_ops.row_values`), then `linear_op`. It has no rotary epilogue."""
+    from pagoda.kernels.triton.decode_layer import RowMatmul
+    from pagoda_cuda.triton_ops import row_values
+
+    def run(row: Any, rotary: object) -> torch.Tensor:
+        assert rotary is None, "the kernel rotates nothing"
+        if row_fits(row):
+            return kernel_row(torch.empty((1, n), dtype=row.x.dtype, device=row.x.device), row)
+        return linear_op(row_values(row))
+
+    return RowMatmul(run, n, None)
 
 
 def pointer(t: torch.Tensor | None) -> int | None:

@@ -14,9 +14,9 @@ if TYPE_CHECKING:
 
 FUSE_DECODE_ENV = "PAGODA_CUDA_FUSE_DECODE"
 """Which layers fuse their one-sequence decode steps (`fuse_decode_layer`): `native` (the
-default) those with unquantized weights and those whose linears are all the CUDA C++ INT4
-kernel's (which computes its normed inputs itself: C with INT4 weights 3.10 -> 2.95 ms a
-token on an H100, bench UN); `dense` only the unquantized ones; `1` every layer the kernels
+default) those with unquantized weights and those whose linears are all the CUDA C++
+kernels' (INT4, and FP8 where its provider is on; they compute their normed inputs
+themselves: C with INT4 weights 3.10 -> 2.95 ms a token on an H100, bench UN); `dense` only the unquantized ones; `1` every layer the kernels
 can run; `rotary_silu` the same, the norms left to their own kernels; `0` none. Benchmark
 U on an H100 (session 15, docs/benchmarks.md), C in ms a token, op by op / fused /
 rotary_silu: bf16 5.91 / 5.70 / 5.82, FP8 3.97 / 4.06 / 4.03, INT4 (Triton's kernel then)
@@ -69,12 +69,12 @@ class CudaPlatform(AcceleratorPlatform):
         if mode == "0":
             return None
         from pagoda.kernels.triton.decode_layer import fuse_decode_layer
-        from pagoda_cuda import woq_ops
+        from pagoda_cuda import fp8_ops, woq_ops
         from pagoda_cuda.triton_ops import KERNELS
 
         every = mode in ("1", "rotary_silu")
-        own = ((woq_ops.row_matmul, _triton_row_matmul) if every
-               else (woq_ops.row_matmul,) if mode == "native" else ())
+        native = (woq_ops.row_matmul, fp8_ops.row_matmul)
+        own = ((*native, _triton_row_matmul) if every else native if mode == "native" else ())
         return fuse_decode_layer(spec, KERNELS, fuse_norms=mode != "rotary_silu",
                                  quantized=every, row_matmuls=own)
 

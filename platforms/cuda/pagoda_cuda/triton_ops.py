@@ -21,6 +21,7 @@ import torch
 from pagoda.kernels.triton.common import dependent_launch_supported
 from pagoda.kernels.triton.launch import TritonLaunch
 from pagoda.kernels.triton.launched import LaunchedKernels
+from pagoda.kernels.triton.row_input import GATED, NORMED, RowInput
 from pagoda_cuda.native import dependent_families
 
 
@@ -38,3 +39,19 @@ def _launch(device: torch.device) -> TritonLaunch:
 
 KERNELS = LaunchedKernels(_launch)
 """The ops' implementations, named by op (the providers' targets)."""
+
+
+def row_values(row: RowInput) -> torch.Tensor:
+    """A fused decode layer's row input as its ops' kernels compute it (x + residual into
+    `row.summed`), for a one-row matmul that does not compute it itself."""
+    if row.kind == GATED:
+        return KERNELS.silu_and_mul(row.x)
+    if row.kind != NORMED:
+        return row.x
+    assert row.norm_weight is not None
+    if row.residual is None:
+        return KERNELS.rms_norm(row.x, row.norm_weight, row.eps)
+    normed, summed = KERNELS.fused_add_rms_norm(row.x, row.residual, row.norm_weight, row.eps)
+    assert row.summed is not None
+    row.summed.copy_(summed)
+    return normed

@@ -28,7 +28,7 @@ import torch
 from pagoda.kernels.triton import quant_linear
 from pagoda.kernels.triton.common import parallel_units
 from pagoda.kernels.triton.decode_layer import RowMatmul
-from pagoda.kernels.triton.row_input import GATED, NORMED, RowInput
+from pagoda.kernels.triton.row_input import RowInput
 from pagoda.kernels.triton.woq_gemm import PackedGroupWeight
 from pagoda.models.decode_fusion import FusableLinear
 from pagoda.quant.tensors import GroupQuantWeight
@@ -110,15 +110,9 @@ def weight_fits(weight: PackedGroupWeight, bias: torch.Tensor | None,
 
 
 def row_fits(row: RowInput) -> bool:
-    """Whether the kernel computes `row`'s normed input itself (`woq4_mma_row`): a NORMED
-    row of a 16-bit type, K at most MAX_ROW_INPUTS, every vector contiguous, aligned and of
-    x's type."""
-    x = row.x
-    vectors = [x, row.norm_weight, row.residual, row.summed]
-    return (row.kind == NORMED and x.shape[0] == 1 and row.width <= MAX_ROW_INPUTS
-            and x.dtype in native.DTYPE_CODES
-            and all(v is None or (v.dtype == x.dtype and v.is_contiguous()
-                                  and v.data_ptr() % 16 == 0) for v in vectors))
+    """Whether the kernel computes `row`'s normed input itself (`woq4_mma_row`; K at most
+    MAX_ROW_INPUTS)."""
+    return native.normed_row_fits(row, MAX_ROW_INPUTS)
 
 
 def _aligned(t: torch.Tensor, row_stride: int) -> bool:
@@ -182,31 +176,9 @@ def row_matmul(linear: FusableLinear) -> RowMatmul | None:
     if (linear.op is not woq_linear or not isinstance(weight, NativeGroupWeight)
             or weight.zeros is None or not weight_fits(weight, bias, weight.zeros.dtype)):
         return None
-    n = weight.shape[0]
-
-    def run(row: RowInput, rotary: object) -> torch.Tensor:
-        assert rotary is None, "the kernel rotates nothing"
-        if row_fits(row):
-            out = torch.empty((1, n), dtype=row.x.dtype, device=row.x.device)
-            return woq4_mma_row(out, row, weight, bias)
-        return woq_linear(_input(row), weight, bias)
-
-    return RowMatmul(run, n, None)
-
-
-def _input(row: RowInput) -> torch.Tensor:
-    """The row's input as its ops' kernels compute it (x + residual into `row.summed`)."""
-    if row.kind == GATED:
-        return KERNELS.silu_and_mul(row.x)
-    if row.kind != NORMED:
-        return row.x
-    assert row.norm_weight is not None
-    if row.residual is None:
-        return KERNELS.rms_norm(row.x, row.norm_weight, row.eps)
-    normed, summed = KERNELS.fused_add_rms_norm(row.x, row.residual, row.norm_weight, row.eps)
-    assert row.summed is not None
-    row.summed.copy_(summed)
-    return normed
+    return native.row_matmul(weight.shape[0], row_fits,
+                             lambda out, row: woq4_mma_row(out, row, weight, bias),
+                             lambda x: woq_linear(x, weight, bias))
 
 
 def woq_linear(x: torch.Tensor, weight: NativeGroupWeight,

@@ -97,12 +97,15 @@ def test_launchers_refuse_what_their_kernels_do_not_take() -> None:
                                        None, None, None, a["n"], a["k"], 0, 0,
                                        a["group_shift"], a["warps"], 0, 0, None)
         assert code == 1001, bad
-    fp8 = dict(n=32, k=256, stride=256, splits=1)
+    fp8 = dict(input=0, n=32, k=256, stride=256, splits=1, warps=8, tiles=1, depth=1)
     for bad in ({"n": 40}, {"n": 0}, {"k": 96}, {"k": 16384 + 64, "stride": 16448},
-                {"stride": 264}, {"splits": 0}, {"splits": 2}):  # 2: with no scratch
+                {"stride": 264}, {"splits": 0}, {"splits": 2},  # 2: with no scratch
+                {"input": 3}, {"input": -1}, {"warps": 4}, {"tiles": 3}, {"tiles": 4},
+                {"depth": 3}):  # tiles 4: n not a multiple of 64
         a = fp8 | bad
-        code = lib.pagoda_fp8_row(0, None, None, None, None, None, None, a["n"], a["k"],
-                                  a["stride"], a["splits"], None, 0, 0, None)
+        code = lib.pagoda_fp8_row(0, a["input"], None, None, None, None, None, 1e-6, None,
+                                  None, None, None, a["n"], a["k"], a["stride"], a["splits"],
+                                  None, a["warps"], a["tiles"], a["depth"], 0, 0, None)
         assert code == 1001, bad
     assert lib.pagoda_cuda_error_string(1001) == b"unsupported shape or launch"
     assert lib.pagoda_cuda_error_string(1002) == b"unsupported dtype"
@@ -488,3 +491,102 @@ def test_fp8_provider_serves_single_rows(monkeypatch: pytest.MonkeyPatch, k: int
     graph.replay()
     torch.cuda.synchronize()
     assert torch.equal(out, fp8_ops.fp8_linear(x, prepared))
+
+
+def _fp8_plans(n: int) -> list:
+    """Every launch the FP8 kernel takes for N outputs, K whole and split in 3."""
+    from pagoda_cuda.fp8_ops import Fp8Plan
+
+    return [Fp8Plan(warps, tiles, depth, splits)
+            for warps in (8, 16) for tiles in (1, 2, 4) for depth in (1, 2) for splits in (1, 3)
+            if n % (16 * tiles) == 0]
+
+
+@gpu_fp8
+@pytest.mark.parametrize("static", [False, True], ids=["per-token", "static"])
+def test_fp8_plans(static: bool) -> None:
+    """Every launch plan of pagoda_fp8_row (warps, tiles of 16 outputs a block, chunks in
+    flight, splits of K; 3 splits of 4160 inputs leave the last one shorter) computes the
+    reference's fp8_linear, with a bias."""
+    from pagoda.ops.quant_reference import fp8_linear as fp8_reference
+    from pagoda.quant.rtn import fp8_weight
+    from pagoda_cuda.fp8_ops import fp8_row, prepare_fp8
+
+    n, k, dtype = 192, 4160, torch.bfloat16
+    gen = torch.Generator().manual_seed(11 + static)
+    canonical = fp8_weight(torch.randn(n, k, generator=gen) * k**-0.5)
+    if static:
+        canonical = dataclasses.replace(canonical, input_scale=torch.tensor(0.02))
+    x = (torch.randn(1, k, generator=gen) * 3).to(dtype)
+    bias = (torch.randn(n, generator=gen) * 0.1).to(dtype)
+    prepared = prepare_fp8(canonical.to("cuda"))
+    want = fp8_reference(x, canonical, bias).float()
+    for plan in _fp8_plans(n):
+        out = torch.full((1, n), float("nan"), dtype=dtype, device="cuda")
+        fp8_row(out, x.cuda(), prepared, bias.cuda(), plan)
+        problem = mismatch(f"{plan}", out.cpu().float(), want, op_tolerance("fp8_linear", dtype))
+        assert problem is None, problem
+
+
+@gpu_fp8
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
+@pytest.mark.parametrize("residual", [True, False], ids=["residual", "first"])
+@pytest.mark.parametrize("static", [False, True], ids=["per-token", "static"])
+def test_fp8_normed_rows(dtype: torch.dtype, residual: bool, static: bool) -> None:
+    """pagoda_fp8_row on a normed row: every block's RMSNorm (the residual sum stored by
+    the first) and then its quantization give the reference's norm followed by its
+    fp8_linear, in every launch plan."""
+    from pagoda.ops.quant_reference import fp8_linear as fp8_reference
+    from pagoda.quant.rtn import fp8_weight
+    from pagoda_cuda.fp8_ops import fp8_row, prepare_fp8, row_fits
+
+    n, k = 64, 2048
+    gen = torch.Generator().manual_seed(21 + residual + 2 * static)
+    canonical = fp8_weight(torch.randn(n, k, generator=gen) * k**-0.5)
+    if static:
+        canonical = dataclasses.replace(canonical, input_scale=torch.tensor(0.01))
+    prepared = prepare_fp8(canonical.to("cuda"))
+    row, normed, summed = _normed_row(k, dtype, residual, 5 + static)
+    assert row_fits(row)
+    want = fp8_reference(normed, canonical).float()
+    for plan in _fp8_plans(n):
+        out = torch.full((1, n), float("nan"), dtype=dtype, device="cuda")
+        if residual:
+            row.summed.fill_(float("nan"))
+        fp8_row(out, row, prepared, None, plan)
+        problem = mismatch(f"{plan}", out.cpu().float(), want, op_tolerance("fp8_linear", dtype))
+        assert problem is None, problem
+        if residual:
+            assert torch.equal(row.summed.cpu(), summed)
+
+
+@gpu_fp8
+def test_fp8_fused_layer_matmul_takes_any_row_input(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The FP8 provider's one-row matmul of a fused decode layer (`fp8_ops.row_matmul`): a
+    normed row on the kernel, and a gated row through its op's kernel first, each as the
+    ops followed by the linear compute it; Triton's op is not the provider's."""
+    from pagoda.kernels.triton.row_input import RowInput
+    from pagoda.models.decode_fusion import FusableLinear
+    from pagoda.ops.quant_reference import fp8_linear as fp8_reference
+    from pagoda.quant.rtn import fp8_weight
+    from pagoda_cuda import fp8_ops
+    from pagoda_cuda.triton_ops import KERNELS
+
+    monkeypatch.setenv(fp8_ops.ENABLE_ENV, "1")
+    dtype, k = torch.bfloat16, 1024
+    canonical = fp8_weight(torch.randn(32, k, generator=torch.Generator().manual_seed(6)) / 32)
+    prepared = fp8_ops.prepare_fp8(canonical.to("cuda"))
+    assert fp8_ops.row_matmul(FusableLinear(KERNELS.fp8_linear, prepared, None)) is None
+    matmul = fp8_ops.row_matmul(FusableLinear(fp8_ops.fp8_linear, prepared, None))
+    assert matmul is not None and not matmul.rotates(64, 64)
+    row, normed, summed = _normed_row(k, dtype, True, 7)
+    problem = mismatch("normed", matmul(row).cpu().float(),
+                       fp8_reference(normed, canonical).float(), op_tolerance("fp8_linear", dtype))
+    assert problem is None, problem
+    assert torch.equal(row.summed.cpu(), summed)
+    gate_up = torch.randn(1, 2 * k, generator=torch.Generator().manual_seed(8)).to(dtype)
+    g, u = gate_up.float().chunk(2, dim=-1)
+    gated = (g * torch.sigmoid(g) * u).to(dtype)
+    problem = mismatch("gated", matmul(RowInput.gated(gate_up.cuda())).cpu().float(),
+                       fp8_reference(gated, canonical).float(), op_tolerance("fp8_linear", dtype))
+    assert problem is None, problem
