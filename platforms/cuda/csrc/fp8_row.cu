@@ -244,11 +244,13 @@ Kernel<T> pick(int warps, int tiles, int depth) {
 }
 
 template <typename T>
-cudaError_t launch(int input, void* out, const void* x, const RowNorm<T>& norm,
-                   const void* codes, const void* row_scales, const void* static_scale,
-                   const void* bias, int n, int k, int64_t stride_wn, int splits,
-                   float* split_sums, int warps, int tiles, int depth, bool dependent,
-                   cudaStream_t stream) {
+cudaError_t launch(int input, void* out, const void* x, const void* residual,
+                   const void* norm_weight, void* summed, float eps, const void* codes,
+                   const void* row_scales, const void* static_scale, const void* bias, int n,
+                   int k, int64_t stride_wn, int splits, float* split_sums, int warps, int tiles,
+                   int depth, bool dependent, cudaStream_t stream) {
+  const RowNorm<T> norm{static_cast<const T*>(residual), static_cast<const T*>(norm_weight),
+                        static_cast<T*>(summed), eps};
   const int chunks = k / kChunk, split_chunks = (chunks + splits - 1) / splits;
   splits = (chunks + split_chunks - 1) / split_chunks;  // none empty
   if (splits == 1) split_sums = nullptr;
@@ -312,20 +314,14 @@ int pagoda_fp8_row(int dtype, int input, void* out, const void* x, const void* r
   auto s = static_cast<cudaStream_t>(stream);
   auto sums = static_cast<float*>(split_sums);
   switch (dtype) {
-    case pagoda_cuda::kBfloat16: {
-      using T = __nv_bfloat16;
-      const RowNorm<T> norm{static_cast<const T*>(residual), static_cast<const T*>(norm_weight),
-                            static_cast<T*>(summed), eps};
-      return launch<T>(input, out, x, norm, codes, row_scales, static_scale, bias, n, k,
-                       stride_wn, splits, sums, warps, tiles, depth, dependent, s);
-    }
-    case pagoda_cuda::kFloat16: {
-      using T = __half;
-      const RowNorm<T> norm{static_cast<const T*>(residual), static_cast<const T*>(norm_weight),
-                            static_cast<T*>(summed), eps};
-      return launch<T>(input, out, x, norm, codes, row_scales, static_scale, bias, n, k,
-                       stride_wn, splits, sums, warps, tiles, depth, dependent, s);
-    }
+    case pagoda_cuda::kBfloat16:
+      return launch<__nv_bfloat16>(input, out, x, residual, norm_weight, summed, eps, codes,
+                                   row_scales, static_scale, bias, n, k, stride_wn, splits, sums,
+                                   warps, tiles, depth, dependent, s);
+    case pagoda_cuda::kFloat16:
+      return launch<__half>(input, out, x, residual, norm_weight, summed, eps, codes,
+                            row_scales, static_scale, bias, n, k, stride_wn, splits, sums, warps,
+                            tiles, depth, dependent, s);
     default:
       return pagoda_cuda::kBadType;
   }
