@@ -7,6 +7,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <cstring>
 
 namespace pagoda_cuda {
 
@@ -32,12 +33,28 @@ __device__ __forceinline__ __nv_bfloat16 from_float(float v) { return __float2bf
 template <>
 __device__ __forceinline__ __half from_float(float v) { return __float2half_rn(v); }
 
-// Eight 16-bit values of a 16-byte vector as floats, and floats rounded back into one.
+// The two 16-bit values of a 32-bit word (the low half first) as floats.
+__device__ __forceinline__ float2 unpack2(uint32_t w, __nv_bfloat16) {
+  return make_float2(__uint_as_float(w << 16), __uint_as_float(w & 0xffff0000u));
+}
+__device__ __forceinline__ float2 unpack2(uint32_t w, __half) {
+  __half2 h;
+  memcpy(&h, &w, sizeof(h));
+  return __half22float2(h);
+}
+
+// Eight 16-bit values of a 16-byte vector as floats, and floats rounded back into one. The
+// vector comes by value, its four words taken apart in registers: given its address, the
+// compiler loads a vector in memory as eight 16-bit loads.
 template <typename T>
-__device__ __forceinline__ void unpack8(const uint4& v, float (&f)[8]) {
-  const T* h = reinterpret_cast<const T*>(&v);
+__device__ __forceinline__ void unpack8(const uint4 v, float (&f)[8]) {
+  const uint32_t words[4] = {v.x, v.y, v.z, v.w};
 #pragma unroll
-  for (int i = 0; i < 8; ++i) f[i] = to_float(h[i]);
+  for (int i = 0; i < 4; ++i) {
+    const float2 pair = unpack2(words[i], T{});
+    f[2 * i] = pair.x;
+    f[2 * i + 1] = pair.y;
+  }
 }
 
 template <typename T>

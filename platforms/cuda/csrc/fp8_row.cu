@@ -223,11 +223,12 @@ template <typename T>
 using Kernel = decltype(&fp8_row_kernel<T, 8, 1, 1, pagoda_cuda::kPlain>);
 
 // The kernel of `warps` warps (8 or 16), `tiles` tiles of 16 rows a block (1, 2 or 4) and
-// `depth` chunks in flight a warp (1 or 2), for x as `INPUT` says.
+// `depth` chunks in flight a warp (1, 2 or 4), for x as `INPUT` says.
 template <typename T, int INPUT, int WARPS, int TILES>
 Kernel<T> pick_depth(int depth) {
-  return depth == 1 ? fp8_row_kernel<T, WARPS, TILES, 1, INPUT>
-                    : fp8_row_kernel<T, WARPS, TILES, 2, INPUT>;
+  return depth == 1   ? fp8_row_kernel<T, WARPS, TILES, 1, INPUT>
+         : depth == 2 ? fp8_row_kernel<T, WARPS, TILES, 2, INPUT>
+                      : fp8_row_kernel<T, WARPS, TILES, 4, INPUT>;
 }
 
 template <typename T, int INPUT, int WARPS>
@@ -280,7 +281,7 @@ bool bad_shape(int input, int n, int k, int64_t stride_wn, int splits, bool scra
                int tiles, int depth) {
   return input < pagoda_cuda::kPlain || input > pagoda_cuda::kNormedResidual ||
          (warps != 8 && warps != 16) || (tiles != 1 && tiles != 2 && tiles != 4) ||
-         (depth != 1 && depth != 2) || n <= 0 || n % (kRows * tiles) != 0 || k <= 0 ||
+         (depth != 1 && depth != 2 && depth != 4) || n <= 0 || n % (kRows * tiles) != 0 || k <= 0 ||
          k % kChunk != 0 || k > kMaxInputs || stride_wn % 16 != 0 || splits < 1 ||
          (splits > 1 && !scratch);
 }
@@ -296,7 +297,7 @@ extern "C" {
 // whose output the linear takes, rms_norm(x, eps) * norm_weight; 2: the same of x +
 // residual, which is also stored into `summed` (x, residual, norm_weight and summed [k],
 // contiguous and 16-byte aligned). Blocks of `warps` warps (8 or 16) multiply `tiles` (1, 2
-// or 4) tiles of 16 outputs (n a multiple of 16 tiles), each warp with `depth` (1 or 2)
+// or 4) tiles of 16 outputs (n a multiple of 16 tiles), each warp with `depth` (1, 2 or 4)
 // chunks of 64 inputs in flight. K is split between `splits` blocks a tile of outputs (at
 // most one per 64 inputs), whose float32 sums go to `split_sums` ([splits, n], the caller's
 // scratch; unused with one split) before a second kernel adds them. Launched on `stream`

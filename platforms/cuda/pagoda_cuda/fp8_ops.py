@@ -94,7 +94,7 @@ def row_fits(row: RowInput) -> bool:
 class Fp8Plan:
     """How the kernel launches for one matmul: blocks of `warps` warps (8 or 16) over
     `tiles` tiles of 16 outputs (1, 2 or 4), each warp with `depth` chunks of 64 inputs in
-    flight (1 or 2), K split between `splits` blocks a tile."""
+    flight (1, 2 or 4), K split between `splits` blocks a tile."""
 
     warps: int = 8
     tiles: int = 1

@@ -101,7 +101,7 @@ def test_launchers_refuse_what_their_kernels_do_not_take() -> None:
     for bad in ({"n": 40}, {"n": 0}, {"k": 96}, {"k": 16384 + 64, "stride": 16448},
                 {"stride": 264}, {"splits": 0}, {"splits": 2},  # 2: with no scratch
                 {"input": 3}, {"input": -1}, {"warps": 4}, {"tiles": 3}, {"tiles": 4},
-                {"depth": 3}):  # tiles 4: n not a multiple of 64
+                {"depth": 3}, {"depth": 8}):  # tiles 4: n not a multiple of 64
         a = fp8 | bad
         code = lib.pagoda_fp8_row(0, a["input"], None, None, None, None, None, 1e-6, None,
                                   None, None, None, a["n"], a["k"], a["stride"], a["splits"],
@@ -498,7 +498,7 @@ def _fp8_plans(n: int) -> list:
     from pagoda_cuda.fp8_ops import Fp8Plan
 
     return [Fp8Plan(warps, tiles, depth, splits)
-            for warps in (8, 16) for tiles in (1, 2, 4) for depth in (1, 2) for splits in (1, 3)
+            for warps in (8, 16) for tiles in (1, 2, 4) for depth in (1, 2, 4) for splits in (1, 3)
             if n % (16 * tiles) == 0]
 
 
