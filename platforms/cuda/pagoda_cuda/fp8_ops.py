@@ -30,6 +30,7 @@ from dataclasses import dataclass
 
 import torch
 
+from pagoda.kernels.triton.common import parallel_units
 from pagoda.kernels.triton.decode_layer import RowMatmul
 from pagoda.kernels.triton.quant_linear import ScaledWeight, prepare_fp8
 from pagoda.kernels.triton.row_input import PLAIN, RowInput
@@ -47,6 +48,9 @@ SPLIT_INPUTS = 4096
 """Inputs one block walks at most: a longer K is split between ceil(K / SPLIT_INPUTS)
 blocks a tile of 16 outputs (the 8B shape's down, K = 14336, in 4; its other shapes whole).
 Down on an H100, µs: 34.9 whole, 32.2 in 2, 32.3 in 4, 31.4 in 7, 29.8 in 14, 40.6 in 28."""
+MAX_TILES_PER_SM = 4
+"""The most tiles of 16 outputs a multiprocessor for which the kernel serves a matmul (above,
+Triton's row kernel streams the weight faster; `prefers`)."""
 ENABLE_ENV = "PAGODA_CUDA_NATIVE_FP8"
 """1: serve fp8_linear's single rows on the kernel (off: slower than Triton's, above)."""
 
@@ -102,9 +106,26 @@ class Fp8Plan:
     splits: int = 1
 
 
-def plan(n: int, k: int) -> Fp8Plan:
-    """The launch for an N x K weight: K split past SPLIT_INPUTS."""
-    return Fp8Plan(splits=-(-k // SPLIT_INPUTS))
+def prefers(n: int, k: int, units: int) -> bool:
+    """Whether the kernel, not Triton's row kernel, serves an N x K weight on a GPU of
+    `units` multiprocessors: K unsplit (at most SPLIT_INPUTS) and at most MAX_TILES_PER_SM
+    tiles of 16 outputs a multiprocessor."""
+    return k <= SPLIT_INPUTS and n // ROW_TILE <= MAX_TILES_PER_SM * units
+
+
+def plan(n: int, k: int, units: int) -> Fp8Plan:
+    """The launch for an N x K weight on `units` multiprocessors: 16 warps a block, two
+    tiles a block where there are more than two a multiprocessor, K split past
+    SPLIT_INPUTS."""
+    tiles = 2 if n // ROW_TILE > 2 * units and n % (2 * ROW_TILE) == 0 else 1
+    return Fp8Plan(warps=16, tiles=tiles, splits=-(-k // SPLIT_INPUTS))
+
+
+def serves(x2: torch.Tensor, weight: ScaledWeight, bias: torch.Tensor | None) -> bool:
+    """Whether the provider runs x [M, K] times `weight` on the kernel (`fits` and
+    `prefers`), else on Triton."""
+    n, k = weight.weight.shape
+    return fits(x2, weight, bias) and prefers(n, k, parallel_units(x2.device))
 
 
 def fp8_row(out2: torch.Tensor, x2: torch.Tensor | RowInput, weight: ScaledWeight,
@@ -114,7 +135,7 @@ def fp8_row(out2: torch.Tensor, x2: torch.Tensor | RowInput, weight: ScaledWeigh
     into its `summed`), launched as `launch` says (default: `plan`)."""
     n, k = weight.weight.shape
     row = x2 if isinstance(x2, RowInput) else RowInput(x2)
-    launch = launch or plan(n, k)
+    launch = launch or plan(n, k, parallel_units(row.x.device))
     split_sums = (torch.empty((launch.splits, n), dtype=torch.float32, device=row.x.device)
                   if launch.splits > 1 else None)
     input_kind = (0 if row.kind == PLAIN else 2 if row.residual is not None else 1)
@@ -131,7 +152,7 @@ def fp8_row(out2: torch.Tensor, x2: torch.Tensor | RowInput, weight: ScaledWeigh
 def fp8_linear(x: torch.Tensor, weight: ScaledWeight,
                bias: torch.Tensor | None = None) -> torch.Tensor:
     """See `pagoda.ops.quant_reference.fp8_linear`; `weight` from `prepare_fp8`."""
-    return native.linear(x, weight, bias, fits, fp8_row, KERNELS.fp8_linear)
+    return native.linear(x, weight, bias, serves, fp8_row, KERNELS.fp8_linear)
 
 
 def row_matmul(linear: FusableLinear) -> RowMatmul | None:
@@ -143,7 +164,8 @@ def row_matmul(linear: FusableLinear) -> RowMatmul | None:
     if (linear.op is not fp8_linear or not isinstance(weight, ScaledWeight)
             or not weight_fits(weight)):
         return None
-    return native.row_matmul(weight.weight.shape[0],
-                             lambda row: row_fits(row) and bias_fits(bias, row.x.dtype),
+    n, k = weight.weight.shape
+    return native.row_matmul(n, lambda row: (row_fits(row) and bias_fits(bias, row.x.dtype)
+                                             and prefers(n, k, parallel_units(row.x.device))),
                              lambda out, row: fp8_row(out, row, weight, bias),
                              lambda x: fp8_linear(x, weight, bias))
