@@ -94,8 +94,7 @@ fi
 
 if [[ $STAGE == nativetests ]]; then
     echo "== CUDA C++ kernel tests"
-    # The FP8 kernel is off by default until measured; its kit cases run with it on.
-    PAGODA_CUDA_NATIVE_FP8=1 "$PY" -m pytest -p no:cacheprovider -rs \
+    "$PY" -m pytest -p no:cacheprovider -rs \
         tests/platforms/cuda/test_cuda_native.py tests/platforms/cuda/test_cuda_gpu.py \
         -k "native or resolve" 2>&1 | tee "$RESULTS/pytest_native.log" || status=1
 fi

@@ -36,8 +36,8 @@ UN C with INT4 weights, the layers op by op (PAGODA_CUDA_FUSE_DECODE=dense) and 
    CUDA C++ kernel, which computes the norms (=native), each with dependent launch off and
    for all but the Triton matmuls
 X  C with INT4 weights on Triton's kernels (PAGODA_EXCLUDED_PROVIDERS=woq_linear/cuda_native),
-   then on pagoda-cuda's CUDA C++ kernel, in one run; `XF` the same with FP8 weights (the
-   FP8 kernel, off by default until measured: PAGODA_CUDA_NATIVE_FP8=1)
+   then on pagoda-cuda's CUDA C++ kernel, in one run; `XF` the same with FP8 weights
+   (PAGODA_CUDA_NATIVE_FP8=0, then the kernel where it serves, the default)
 V  speculative decoding (ci/bench_speculative.py), each beside no speculation: n-gram
    prompt lookup on the copy-heavy chat workload (the bundled SmolLM2-135M, real weights),
    and one request (128 in, 128 out) of the 8B shape with a Qwen3-0.6B-shape draft of the

@@ -10,17 +10,20 @@ and multiplies both exactly on mma.sync, summing in float32. It needs the e4m3 c
 instructions of compute capability 8.9 (sm_89, sm_90), and takes one row, N a multiple of
 16, K of 64 up to 16384, rows of codes 16-byte aligned; blocked weights go to Triton.
 
-K is split between blocks past SPLIT_INPUTS inputs (their float32 sums added by a second
-kernel), as Triton's one-row kernel splits it.
+In a fused decode layer (`row_matmul`) the kernel also takes one row as the input of the
+RMSNorm before it and computes the norm itself (every block the whole row, into shared
+memory, then its quantization), so the qkv projection launches no norm kernel.
 
-Off unless ENABLE_ENV is 1: measured on an H100 (docs/benchmarks.md, sessions 25 and 27),
-it beats Triton's one-row kernel on the 8B shape's qkv (6.8 against 7.6 µs, in a CUDA
-graph) but loses on gate_up (50.0 against 43.4) and down (K = 14336: 24.4 on Triton, 29.8
-at best split, SPLIT_INPUTS), and C with FP8 weights takes 4.36 ms a token on it against
-4.04 on Triton (`ci/gpu_bench.py OUT XF`). So the split was not what it lacked. A likely
-cause, not yet profiled: each block reads the whole row for its activation scale and
-quantizes its part before its loop starts, and with 8 warps splitting a tile's K each
-warp's loop is short.
+Launches (`Fp8Plan`): blocks of 8 or 16 warps over 1, 2 or 4 tiles of 16 outputs, 1, 2 or 4
+chunks of 64 inputs in flight a warp, K split between blocks. Swept on an H100 (session 29,
+docs/benchmarks.md; µs a call in CUDA graphs, against Triton's row kernel): qkv 12.4
+against 12.5, 13.4 against 15.4 on a normed row (Triton's with the norm kernel before it);
+o 8.6 against 9.7; gate_up 45.0 against 45.3 and 50.7 against 49.6 normed; down (K = 14336)
+29.8 at best (4 splits) against 25.2. More chunks in flight never helped (4 with 16 warps:
+18.0 on qkv, from register pressure). So the provider serves the matmuls the kernel wins
+(`prefers`: K unsplit, at most MAX_TILES_PER_SM tiles a multiprocessor) and hands Triton the
+rest, gate_up and down of the 8B shape: C with FP8 weights 4.08 -> 3.92 ms a token on the
+H100 (`ci/gpu_bench.py OUT XF`). PAGODA_CUDA_NATIVE_FP8=0 (ENABLE_ENV) turns it off.
 """
 
 from __future__ import annotations
@@ -39,27 +42,27 @@ from pagoda.quant.tensors import FP8_DTYPE
 from pagoda_cuda import native
 from pagoda_cuda.triton_ops import KERNELS
 
-__all__ = ["Fp8Plan", "fits", "fp8_linear", "fp8_row", "plan", "prepare_fp8", "unavailable"]
+__all__ = ["Fp8Plan", "fits", "fp8_linear", "fp8_row", "plan", "prefers", "prepare_fp8", "row_matmul",
+           "serves", "unavailable"]
 
 NEEDS = (8, 9)
 """cvt.rn.f16x2.e4m3x2 (older GPUs would convert each code in software)."""
 ROW_TILE, K_TILE, MAX_INPUTS = 16, 64, 16384
 SPLIT_INPUTS = 4096
-"""Inputs one block walks at most: a longer K is split between ceil(K / SPLIT_INPUTS)
-blocks a tile of 16 outputs (the 8B shape's down, K = 14336, in 4; its other shapes whole).
-Down on an H100, µs: 34.9 whole, 32.2 in 2, 32.3 in 4, 31.4 in 7, 29.8 in 14, 40.6 in 28."""
+"""The longest K the kernel serves (`prefers`); a plan for a longer one splits it between
+ceil(K / SPLIT_INPUTS) blocks a tile (the 8B shape's down, K = 14336: 29.8 µs in 4 splits on
+an H100, 30.2 whole, against Triton's 25.2)."""
 MAX_TILES_PER_SM = 4
 """The most tiles of 16 outputs a multiprocessor for which the kernel serves a matmul (above,
 Triton's row kernel streams the weight faster; `prefers`)."""
 ENABLE_ENV = "PAGODA_CUDA_NATIVE_FP8"
-"""1: serve fp8_linear's single rows on the kernel (off: slower than Triton's, above)."""
+"""0: serve every fp8_linear on Triton's kernels."""
 
 
 def unavailable() -> str | None:
     """Why the provider does not serve here, or None (`KernelProvider.is_available`)."""
-    if os.environ.get(ENABLE_ENV) != "1":
-        return (f"off: slower than Triton's FP8 row kernel on the 8B shape's gate_up and "
-                f"down, measured on an H100 ({ENABLE_ENV}=1 turns it on)")
+    if os.environ.get(ENABLE_ENV) == "0":
+        return f"turned off ({ENABLE_ENV}=0)"
     return native.unavailable(NEEDS)
 
 

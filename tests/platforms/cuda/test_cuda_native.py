@@ -141,15 +141,23 @@ def test_dependent_launch_variable(monkeypatch: pytest.MonkeyPatch) -> None:
             native.dependent_launch_wanted()
 
 
-def test_fp8_provider_is_off_until_enabled(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The FP8 kernel serves only with PAGODA_CUDA_NATIVE_FP8=1 (it loses to Triton's where K
-    is long), and then only where the library runs on sm_89 or later."""
+def test_fp8_provider_serves_unless_turned_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The FP8 kernel serves by default where the library runs on sm_89 or later, and not
+    with PAGODA_CUDA_NATIVE_FP8=0; which matmuls it takes from Triton (`prefers`): on an
+    H100's 132 multiprocessors the 8B shape's qkv and o, not gate_up (1792 tiles of 16
+    outputs) or down (K = 14336)."""
     from pagoda_cuda import fp8_ops
 
     monkeypatch.delenv(fp8_ops.ENABLE_ENV, raising=False)
-    assert f"{fp8_ops.ENABLE_ENV}=1 turns it on" in fp8_ops.unavailable()
-    monkeypatch.setenv(fp8_ops.ENABLE_ENV, "1")
     assert fp8_ops.unavailable() == native.unavailable((8, 9))
+    monkeypatch.setenv(fp8_ops.ENABLE_ENV, "0")
+    assert f"{fp8_ops.ENABLE_ENV}=0" in fp8_ops.unavailable()
+    sms = 132
+    assert fp8_ops.prefers(6144, 4096, sms) and fp8_ops.prefers(4096, 4096, sms)
+    assert not fp8_ops.prefers(28672, 4096, sms) and not fp8_ops.prefers(4096, 14336, sms)
+    assert fp8_ops.plan(6144, 4096, sms) == fp8_ops.Fp8Plan(warps=16, tiles=2)
+    assert fp8_ops.plan(4096, 4096, sms) == fp8_ops.Fp8Plan(warps=16, tiles=1)
+    assert fp8_ops.plan(6160, 4096, sms).tiles == 1  # 385 tiles: not in pairs
 
 
 def test_fp8_provider_hands_triton_what_the_kernel_does_not_take() -> None:
@@ -459,14 +467,14 @@ def test_fp8_rows(dtype: torch.dtype, static: bool, shape: tuple[int, int]) -> N
 @gpu_fp8
 @pytest.mark.parametrize("k", [512, 8192], ids=["kernel", "triton"])
 def test_fp8_provider_serves_single_rows(monkeypatch: pytest.MonkeyPatch, k: int) -> None:
-    """With PAGODA_CUDA_NATIVE_FP8=1 fp8_linear resolves to the kernel, which takes one row
+    """By default fp8_linear resolves to the kernel's provider, which takes one row
     and hands more rows, and a K past SPLIT_INPUTS (`prefers`), to Triton, all as the
     reference computes them; in a CUDA graph too."""
     from pagoda.ops.quant_reference import fp8_linear as fp8_reference
     from pagoda.quant.rtn import fp8_weight
     from pagoda_cuda import fp8_ops
 
-    monkeypatch.setenv(fp8_ops.ENABLE_ENV, "1")
+    monkeypatch.delenv(fp8_ops.ENABLE_ENV, raising=False)
     assert OpTable("cuda", dtype=torch.bfloat16).providers["fp8_linear"] == "cuda/cuda_native"
     gen = torch.Generator().manual_seed(9)
     canonical = fp8_weight(torch.randn(256, k, generator=gen) / 16)
@@ -572,7 +580,7 @@ def test_fp8_fused_layer_matmul_takes_any_row_input(monkeypatch: pytest.MonkeyPa
     from pagoda_cuda import fp8_ops
     from pagoda_cuda.triton_ops import KERNELS
 
-    monkeypatch.setenv(fp8_ops.ENABLE_ENV, "1")
+    monkeypatch.delenv(fp8_ops.ENABLE_ENV, raising=False)
     dtype, k = torch.bfloat16, 1024
     canonical = fp8_weight(torch.randn(32, k, generator=torch.Generator().manual_seed(6)) / 32)
     prepared = fp8_ops.prepare_fp8(canonical.to("cuda"))
