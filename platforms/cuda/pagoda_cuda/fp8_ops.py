@@ -42,8 +42,8 @@ from pagoda.quant.tensors import FP8_DTYPE
 from pagoda_cuda import native
 from pagoda_cuda.triton_ops import KERNELS
 
-__all__ = ["Fp8Plan", "fits", "fp8_linear", "fp8_row", "plan", "prefers", "prepare_fp8", "row_matmul",
-           "serves", "unavailable"]
+__all__ = ["Fp8Plan", "fits", "fp8_linear", "fp8_row", "plan", "prefers", "prepare_fp8",
+           "row_matmul", "serves", "unavailable"]
 
 NEEDS = (8, 9)
 """cvt.rn.f16x2.e4m3x2 (older GPUs would convert each code in software)."""
