@@ -17,9 +17,9 @@ FUSE_DECODE_ENV = "PAGODA_CUDA_FUSE_DECODE"
 default) those with unquantized weights and those whose linears are all the CUDA C++
 kernels' providers' (INT4, FP8; the kernels compute their normed inputs themselves: C with
 INT4 weights 3.10 -> 2.95 ms a token on an H100, bench UN; with FP8 4.08 -> 3.92, bench
-XF); `dense` only the unquantized ones; `1` every layer the kernels can run; `rotary_silu` the same, the norms left to their own kernels; `0` none. Benchmark
-U on an H100 (session 15, docs/benchmarks.md), C in ms a token, op by op / fused /
-rotary_silu: bf16 5.91 / 5.70 / 5.82, FP8 3.97 / 4.06 / 4.03, INT4 (Triton's kernel then)
+XF); `dense` only the unquantized ones; `1` every layer the kernels can run; `rotary_silu`
+the same, the norms left to their own kernels; `0` none. Benchmark U on an H100 (session
+15, docs/benchmarks.md), C in ms a token, op by op / fused / rotary_silu: bf16 5.91 / 5.70 / 5.82, FP8 3.97 / 4.06 / 4.03, INT4 (Triton's kernel then)
 4.24 / 4.62 / 4.34: the quantized one-row Triton kernels, bound by their arithmetic, lose
 more to computing their inputs than the launches saved."""
 
