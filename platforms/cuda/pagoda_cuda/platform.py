@@ -19,9 +19,10 @@ kernels' providers' (INT4, FP8; the kernels compute their normed inputs themselv
 INT4 weights 3.10 -> 2.95 ms a token on an H100, bench UN; with FP8 4.08 -> 3.92, bench
 XF); `dense` only the unquantized ones; `1` every layer the kernels can run; `rotary_silu`
 the same, the norms left to their own kernels; `0` none. Benchmark U on an H100 (session
-15, docs/benchmarks.md), C in ms a token, op by op / fused / rotary_silu: bf16 5.91 / 5.70 / 5.82, FP8 3.97 / 4.06 / 4.03, INT4 (Triton's kernel then)
-4.24 / 4.62 / 4.34: the quantized one-row Triton kernels, bound by their arithmetic, lose
-more to computing their inputs than the launches saved."""
+15, docs/benchmarks.md), C in ms a token, op by op / fused / rotary_silu: bf16 5.91 / 5.70 /
+5.82, FP8 3.97 / 4.06 / 4.03, INT4 (Triton's kernel then) 4.24 / 4.62 / 4.34: the quantized
+one-row Triton kernels, bound by their arithmetic, lose more to computing their inputs than
+the launches saved."""
 
 FUSE_DECODE_MODES = ("native", "dense", "1", "rotary_silu", "0")
 
