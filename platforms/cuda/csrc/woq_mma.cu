@@ -170,7 +170,9 @@ __global__ void __launch_bounds__(WARPS * 32)
   // The first weights are on their way; x, and out's memory, may still be the kernel
   // ahead's while this one was launched dependently.
   pagoda_cuda::wait_for_inputs();
-  if constexpr (INPUT != kPlain) pagoda_cuda::normed_row<T, INPUT, WARPS * 32>(row_input, x, norm, k);
+  if constexpr (INPUT != kPlain) {
+    pagoda_cuda::normed_row<T, INPUT, WARPS * 32>(row_input, x, norm, k);
+  }
   for (int c = begin; c < end; ++c) {
     const uint4 cur_a = next_a, cur_b = next_b;
     if (c + 1 < end) {  // the next chunk's weights stream while this one multiplies
