@@ -14,7 +14,7 @@ namespace pagoda_cuda {
 // The version of the launchers' C signatures (pagoda_cuda.native.ABI_VERSION must equal it):
 // bump it with any change to an exported launcher's parameters, so that Python never calls
 // a library built from other sources with arguments laid out for this one.
-constexpr int kAbiVersion = 6;
+constexpr int kAbiVersion = 7;
 
 // Error codes of the launchers besides CUDA's own (cudaError_t values are below 1000);
 // pagoda_cuda_error_string (errors.cu) names each.

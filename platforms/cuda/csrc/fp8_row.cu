@@ -19,9 +19,11 @@
 // other seven columns are zeros). Lane (g, t) loads 16 bytes of rows g and g + 8 a step
 // (inputs 16t to 16t + 15 of a 64-input chunk), and MMA i of the step takes bytes 4i to
 // 4i + 3 of them as its k indices 2t, 2t + 1, 2t + 8, 2t + 9; the lane reads x at the same
-// inputs, so no weight moves. A block holds TILES tiles of 16 rows (so that its quantized
-// row serves more weights), its WARPS warps split between them and each tile's warps
-// split K; their sums meet in shared memory. Each warp keeps DEPTH steps' loads in flight.
+// inputs, so no weight moves; it loads the next step's codes while it multiplies. A block
+// of 16 warps holds TILES (1 or 2) tiles of 16 rows (so that its quantized row serves more
+// weights), its warps split between them and each tile's warps split K; their sums meet in
+// shared memory. (On an H100, 8 warps a block, 4 tiles, and 2 or 4 steps' loads in flight
+// were slower on every 8B shape the kernel serves: docs/benchmarks.md, session 29.)
 //
 // A long K may also be split between blocks (grid dimension y). Each split quantizes only
 // its part of a plain x (the scale still comes from the whole row), writes its scaled
@@ -118,16 +120,18 @@ __device__ __forceinline__ void multiply_chunk(float (&acc)[4], const uint4& wa,
   }
 }
 
-template <typename T, int WARPS, int TILES, int DEPTH, int INPUT>
-__global__ void __launch_bounds__(WARPS * 32)
+constexpr int kWarps = 16;  // a block's
+
+template <typename T, int TILES, int INPUT>
+__global__ void __launch_bounds__(kWarps * 32)
     fp8_row_kernel(T* __restrict__ out, const T* __restrict__ x,
                    const uint8_t* __restrict__ codes, const float* __restrict__ row_scales,
                    const float* __restrict__ static_scale, const T* __restrict__ bias, int k,
                    int64_t stride_wn, int split_chunks, float* __restrict__ split_sums,
                    RowNorm<T> norm) {
-  constexpr int kThreads = WARPS * 32, kTileWarps = WARPS / TILES;
-  static_assert(WARPS % TILES == 0 && kTileWarps >= 1, "whole warps a tile");
-  __shared__ float partial[WARPS][kRows];
+  constexpr int kThreads = kWarps * 32, kTileWarps = kWarps / TILES;
+  static_assert(kWarps % TILES == 0, "whole warps a tile");
+  __shared__ float partial[kWarps][kRows];
   // x quantized, as float16: this split's inputs of a plain x, the whole of a normed one
   extern __shared__ uint4 row_x[];
 
@@ -143,13 +147,10 @@ __global__ void __launch_bounds__(WARPS * 32)
   const int64_t row = (static_cast<int64_t>(blockIdx.x) * TILES + tile) * kRows + g;
   const uint4* wa = reinterpret_cast<const uint4*>(codes + row * stride_wn) + t;
   const uint4* wb = reinterpret_cast<const uint4*>(codes + (row + 8) * stride_wn) + t;
-  uint4 ring_a[DEPTH], ring_b[DEPTH];  // the next DEPTH chunks' codes, chunk c in c % DEPTH
-#pragma unroll
-  for (int d = 0; d < DEPTH; ++d) {
-    if (begin + d < end) {
-      ring_a[d] = __ldcs(wa + 4 * (begin + d));
-      ring_b[d] = __ldcs(wb + 4 * (begin + d));
-    }
+  uint4 next_a = {}, next_b = {};
+  if (begin < end) {
+    next_a = __ldcs(wa + 4 * begin);
+    next_b = __ldcs(wb + 4 * begin);
   }
   // The first codes are on their way; x may still be the kernel ahead's.
   pagoda_cuda::wait_for_inputs();
@@ -169,18 +170,13 @@ __global__ void __launch_bounds__(WARPS * 32)
   }
 
   float acc[4] = {};
-  for (int c = begin; c < end; c += DEPTH) {
-#pragma unroll
-    for (int d = 0; d < DEPTH; ++d) {  // chunk c + d, whose codes are in slot d
-      if (c + d < end) {
-        const uint4 cur_a = ring_a[d], cur_b = ring_b[d];
-        if (c + d + DEPTH < end) {  // its slot streams chunk c + d + DEPTH meanwhile
-          ring_a[d] = __ldcs(wa + 4 * (c + d + DEPTH));
-          ring_b[d] = __ldcs(wb + 4 * (c + d + DEPTH));
-        }
-        multiply_chunk(acc, cur_a, cur_b, row_x + (8 * (c + d) + 2 * t - stored_from), g);
-      }
+  for (int c = begin; c < end; ++c) {
+    const uint4 cur_a = next_a, cur_b = next_b;
+    if (c + 1 < end) {  // the next chunk's codes stream while this one multiplies
+      next_a = __ldcs(wa + 4 * (c + 1));
+      next_b = __ldcs(wb + 4 * (c + 1));
     }
+    multiply_chunk(acc, cur_a, cur_b, row_x + (8 * c + 2 * t - stored_from), g);
   }
 
   // Lane (g, 0) holds column 0 of rows g (acc[0]) and g + 8 (acc[2]).
@@ -220,49 +216,33 @@ __global__ void sum_splits(T* __restrict__ out, const float* __restrict__ split_
 }
 
 template <typename T>
-using Kernel = decltype(&fp8_row_kernel<T, 8, 1, 1, pagoda_cuda::kPlain>);
+using Kernel = decltype(&fp8_row_kernel<T, 1, pagoda_cuda::kPlain>);
 
-// The kernel of `warps` warps (8 or 16), `tiles` tiles of 16 rows a block (1, 2 or 4) and
-// `depth` chunks in flight a warp (1, 2 or 4), for x as `INPUT` says.
-template <typename T, int INPUT, int WARPS, int TILES>
-Kernel<T> pick_depth(int depth) {
-  return depth == 1   ? fp8_row_kernel<T, WARPS, TILES, 1, INPUT>
-         : depth == 2 ? fp8_row_kernel<T, WARPS, TILES, 2, INPUT>
-                      : fp8_row_kernel<T, WARPS, TILES, 4, INPUT>;
-}
-
-template <typename T, int INPUT, int WARPS>
-Kernel<T> pick_tiles(int tiles, int depth) {
-  return tiles == 1   ? pick_depth<T, INPUT, WARPS, 1>(depth)
-         : tiles == 2 ? pick_depth<T, INPUT, WARPS, 2>(depth)
-                      : pick_depth<T, INPUT, WARPS, 4>(depth);
-}
-
+// The kernel of `tiles` tiles of 16 rows a block (1 or 2), for x as `INPUT` says.
 template <typename T, int INPUT>
-Kernel<T> pick(int warps, int tiles, int depth) {
-  return warps == 8 ? pick_tiles<T, INPUT, 8>(tiles, depth)
-                    : pick_tiles<T, INPUT, 16>(tiles, depth);
+Kernel<T> pick(int tiles) {
+  return tiles == 1 ? fp8_row_kernel<T, 1, INPUT> : fp8_row_kernel<T, 2, INPUT>;
 }
 
 template <typename T>
 cudaError_t launch(int input, void* out, const void* x, const void* residual,
                    const void* norm_weight, void* summed, float eps, const void* codes,
                    const void* row_scales, const void* static_scale, const void* bias, int n,
-                   int k, int64_t stride_wn, int splits, float* split_sums, int warps, int tiles,
-                   int depth, bool dependent, cudaStream_t stream) {
+                   int k, int64_t stride_wn, int splits, float* split_sums, int tiles,
+                   bool dependent, cudaStream_t stream) {
   const RowNorm<T> norm{static_cast<const T*>(residual), static_cast<const T*>(norm_weight),
                         static_cast<T*>(summed), eps};
   const int chunks = k / kChunk, split_chunks = (chunks + splits - 1) / splits;
   splits = (chunks + split_chunks - 1) / split_chunks;  // none empty
   if (splits == 1) split_sums = nullptr;
   using pagoda_cuda::kNormed, pagoda_cuda::kNormedResidual, pagoda_cuda::kPlain;
-  const Kernel<T> kernel = input == kPlain    ? pick<T, kPlain>(warps, tiles, depth)
-                           : input == kNormed ? pick<T, kNormed>(warps, tiles, depth)
-                                              : pick<T, kNormedResidual>(warps, tiles, depth);
+  const Kernel<T> kernel = input == kPlain    ? pick<T, kPlain>(tiles)
+                           : input == kNormed ? pick<T, kNormed>(tiles)
+                                              : pick<T, kNormedResidual>(tiles);
   // A plain x's split in shared memory, or the whole normed row.
   const int stored = input == pagoda_cuda::kPlain ? split_chunks * kChunk : k;
   if (const cudaError_t e = pagoda_cuda::launch_kernel(
-          kernel, dim3(n / (kRows * tiles), splits), warps * 32,
+          kernel, dim3(n / (kRows * tiles), splits), kWarps * 32,
           static_cast<size_t>(stored) * sizeof(__half), stream, dependent, static_cast<T*>(out),
           static_cast<const T*>(x), static_cast<const uint8_t*>(codes),
           static_cast<const float*>(row_scales), static_cast<const float*>(static_scale),
@@ -277,11 +257,10 @@ cudaError_t launch(int input, void* out, const void* x, const void* residual,
                                     static_cast<const T*>(bias), n, splits);
 }
 
-bool bad_shape(int input, int n, int k, int64_t stride_wn, int splits, bool scratch, int warps,
-               int tiles, int depth) {
+bool bad_shape(int input, int n, int k, int64_t stride_wn, int splits, bool scratch,
+               int tiles) {
   return input < pagoda_cuda::kPlain || input > pagoda_cuda::kNormedResidual ||
-         (warps != 8 && warps != 16) || (tiles != 1 && tiles != 2 && tiles != 4) ||
-         (depth != 1 && depth != 2 && depth != 4) || n <= 0 || n % (kRows * tiles) != 0 || k <= 0 ||
+         (tiles != 1 && tiles != 2) || n <= 0 || n % (kRows * tiles) != 0 || k <= 0 ||
          k % kChunk != 0 || k > kMaxInputs || stride_wn % 16 != 0 || splits < 1 ||
          (splits > 1 && !scratch);
 }
@@ -296,19 +275,18 @@ extern "C" {
 // multiple of 64 and at most 16384. `input` 0: x as it is; 1: x the input of an RMSNorm
 // whose output the linear takes, rms_norm(x, eps) * norm_weight; 2: the same of x +
 // residual, which is also stored into `summed` (x, residual, norm_weight and summed [k],
-// contiguous and 16-byte aligned). Blocks of `warps` warps (8 or 16) multiply `tiles` (1, 2
-// or 4) tiles of 16 outputs (n a multiple of 16 tiles), each warp with `depth` (1, 2 or 4)
-// chunks of 64 inputs in flight. K is split between `splits` blocks a tile of outputs (at
-// most one per 64 inputs), whose float32 sums go to `split_sums` ([splits, n], the caller's
+// contiguous and 16-byte aligned). Blocks multiply `tiles` (1 or 2) tiles of 16 outputs (n
+// a multiple of 16 tiles). K is split between `splits` blocks a tile of outputs (at most
+// one per 64 inputs), whose float32 sums go to `split_sums` ([splits, n], the caller's
 // scratch; unused with one split) before a second kernel adds them. Launched on `stream`
 // of device `device`, dependently where `dependent` (sm_90 on). Returns 0, a CUDA error or
 // a pagoda_cuda::Error.
 int pagoda_fp8_row(int dtype, int input, void* out, const void* x, const void* residual,
                    const void* norm_weight, void* summed, float eps, const void* codes,
                    const void* row_scales, const void* static_scale, const void* bias, int n,
-                   int k, int64_t stride_wn, int splits, void* split_sums, int warps, int tiles,
-                   int depth, int dependent, int device, void* stream) {
-  if (bad_shape(input, n, k, stride_wn, splits, split_sums != nullptr, warps, tiles, depth)) {
+                   int k, int64_t stride_wn, int splits, void* split_sums, int tiles,
+                   int dependent, int device, void* stream) {
+  if (bad_shape(input, n, k, stride_wn, splits, split_sums != nullptr, tiles)) {
     return pagoda_cuda::kBadShape;
   }
   if (const cudaError_t e = cudaSetDevice(device); e != cudaSuccess) return e;
@@ -318,11 +296,11 @@ int pagoda_fp8_row(int dtype, int input, void* out, const void* x, const void* r
     case pagoda_cuda::kBfloat16:
       return launch<__nv_bfloat16>(input, out, x, residual, norm_weight, summed, eps, codes,
                                    row_scales, static_scale, bias, n, k, stride_wn, splits, sums,
-                                   warps, tiles, depth, dependent, s);
+                                   tiles, dependent, s);
     case pagoda_cuda::kFloat16:
       return launch<__half>(input, out, x, residual, norm_weight, summed, eps, codes,
-                            row_scales, static_scale, bias, n, k, stride_wn, splits, sums, warps,
-                            tiles, depth, dependent, s);
+                            row_scales, static_scale, bias, n, k, stride_wn, splits, sums, tiles,
+                            dependent, s);
     default:
       return pagoda_cuda::kBadType;
   }

@@ -14,13 +14,14 @@ In a fused decode layer (`row_matmul`) the kernel also takes one row as the inpu
 RMSNorm before it and computes the norm itself (every block the whole row, into shared
 memory, then its quantization), so the qkv projection launches no norm kernel.
 
-Launches (`Fp8Plan`): blocks of 8 or 16 warps over 1, 2 or 4 tiles of 16 outputs, 1, 2 or 4
-chunks of 64 inputs in flight a warp, K split between blocks. Swept on an H100 (session 29,
-docs/benchmarks.md; µs a call in CUDA graphs, against Triton's row kernel): qkv 12.4
-against 12.5, 13.4 against 15.4 on a normed row (Triton's with the norm kernel before it);
-o 8.6 against 9.7; gate_up 45.0 against 45.3 and 50.7 against 49.6 normed; down (K = 14336)
-29.8 at best (4 splits) against 25.2. More chunks in flight never helped (4 with 16 warps:
-18.0 on qkv, from register pressure). So the provider serves the matmuls the kernel wins
+Launches (`Fp8Plan`): blocks of 16 warps over 1 or 2 tiles of 16 outputs, K split between
+blocks. A sweep on an H100 (session 29, docs/benchmarks.md; µs a call in CUDA graphs,
+against Triton's row kernel), best of 8 or 16 warps, 1, 2 or 4 tiles, 1, 2 or 4 chunks in
+flight a warp: qkv 12.4 against 12.5, 13.4 against 15.4 on a normed row (Triton's with
+the norm kernel before it); o 8.6 against 9.7; gate_up 45.0 against 45.3 and 50.7 against
+49.6 normed; down (K = 14336) 29.8 at best (4 splits, 2 chunks in flight) against 25.2;
+each best at 16 warps and, but for down, one chunk in flight (more cost registers: 4 made
+qkv 18.0). So the provider serves the matmuls the kernel wins
 (`prefers`: K unsplit, at most MAX_TILES_PER_SM tiles a multiprocessor) and hands Triton the
 rest, gate_up and down of the 8B shape: C with FP8 weights 4.08 -> 3.92 ms a token on the
 H100 (`ci/gpu_bench.py OUT XF`). PAGODA_CUDA_NATIVE_FP8=0 (ENABLE_ENV) turns it off.
@@ -99,13 +100,10 @@ def row_fits(row: RowInput) -> bool:
 
 @dataclass(frozen=True)
 class Fp8Plan:
-    """How the kernel launches for one matmul: blocks of `warps` warps (8 or 16) over
-    `tiles` tiles of 16 outputs (1, 2 or 4), each warp with `depth` chunks of 64 inputs in
-    flight (1, 2 or 4), K split between `splits` blocks a tile."""
+    """How the kernel launches for one matmul: blocks over `tiles` tiles of 16 outputs (1 or
+    2), K split between `splits` blocks a tile."""
 
-    warps: int = 8
     tiles: int = 1
-    depth: int = 1
     splits: int = 1
 
 
@@ -117,11 +115,10 @@ def prefers(n: int, k: int, units: int) -> bool:
 
 
 def plan(n: int, k: int, units: int) -> Fp8Plan:
-    """The launch for an N x K weight on `units` multiprocessors: 16 warps a block, two
-    tiles a block where there are more than two a multiprocessor, K split past
-    SPLIT_INPUTS."""
+    """The launch for an N x K weight on `units` multiprocessors: two tiles a block where
+    there are more than two a multiprocessor, K split past SPLIT_INPUTS."""
     tiles = 2 if n // ROW_TILE > 2 * units and n % (2 * ROW_TILE) == 0 else 1
-    return Fp8Plan(warps=16, tiles=tiles, splits=-(-k // SPLIT_INPUTS))
+    return Fp8Plan(tiles=tiles, splits=-(-k // SPLIT_INPUTS))
 
 
 def serves(x2: torch.Tensor, weight: ScaledWeight, bias: torch.Tensor | None) -> bool:
@@ -148,7 +145,7 @@ def fp8_row(out2: torch.Tensor, x2: torch.Tensor | RowInput, weight: ScaledWeigh
                 weight.weight.data_ptr(), weight.scale.data_ptr(),
                 native.pointer(weight.input_scale), native.pointer(bias), n, k,
                 weight.weight.stride(0), launch.splits, native.pointer(split_sums),
-                launch.warps, launch.tiles, launch.depth)
+                launch.tiles)
     return out2
 
 

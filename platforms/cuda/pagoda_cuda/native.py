@@ -32,11 +32,11 @@ _SIGNATURES = {
     "pagoda_woq4_mma_row": [_I, _I, _P, _P, _P, _P, _P, _F, _P, _P, _P, _P, _I, _I, _L, _L, _I,
                             _I, _I, _I, _P],
     "pagoda_fp8_row": [_I, _I, _P, _P, _P, _P, _P, _F, _P, _P, _P, _P, _I, _I, _L, _I, _P, _I,
-                       _I, _I, _I, _I, _P],
+                       _I, _I, _P],
 }
 """Each launcher's arguments; the last three (whether to launch dependently, the device's
 index and its stream) `call` adds."""
-ABI_VERSION = 6
+ABI_VERSION = 7
 """The launchers' signature version these `_SIGNATURES` describe (csrc/common.cuh's
 kAbiVersion): a library reporting another was built from other sources and is not called."""
 DTYPE_CODES = {torch.bfloat16: 0, torch.float16: 1}

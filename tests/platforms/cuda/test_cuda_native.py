@@ -97,15 +97,14 @@ def test_launchers_refuse_what_their_kernels_do_not_take() -> None:
                                        None, None, None, a["n"], a["k"], 0, 0,
                                        a["group_shift"], a["warps"], 0, 0, None)
         assert code == 1001, bad
-    fp8 = dict(input=0, n=32, k=256, stride=256, splits=1, warps=8, tiles=1, depth=1)
+    fp8 = dict(input=0, n=32, k=256, stride=256, splits=1, tiles=1)
     for bad in ({"n": 40}, {"n": 0}, {"k": 96}, {"k": 16384 + 64, "stride": 16448},
                 {"stride": 264}, {"splits": 0}, {"splits": 2},  # 2: with no scratch
-                {"input": 3}, {"input": -1}, {"warps": 4}, {"tiles": 3}, {"tiles": 4},
-                {"depth": 3}, {"depth": 8}):  # tiles 4: n not a multiple of 64
+                {"input": 3}, {"input": -1}, {"tiles": 0}, {"tiles": 4}, {"n": 48, "tiles": 2}):
         a = fp8 | bad
         code = lib.pagoda_fp8_row(0, a["input"], None, None, None, None, None, 1e-6, None,
                                   None, None, None, a["n"], a["k"], a["stride"], a["splits"],
-                                  None, a["warps"], a["tiles"], a["depth"], 0, 0, None)
+                                  None, a["tiles"], 0, 0, None)
         assert code == 1001, bad
     assert lib.pagoda_cuda_error_string(1001) == b"unsupported shape or launch"
     assert lib.pagoda_cuda_error_string(1002) == b"unsupported dtype"
@@ -155,8 +154,9 @@ def test_fp8_provider_serves_unless_turned_off(monkeypatch: pytest.MonkeyPatch) 
     sms = 132
     assert fp8_ops.prefers(6144, 4096, sms) and fp8_ops.prefers(4096, 4096, sms)
     assert not fp8_ops.prefers(28672, 4096, sms) and not fp8_ops.prefers(4096, 14336, sms)
-    assert fp8_ops.plan(6144, 4096, sms) == fp8_ops.Fp8Plan(warps=16, tiles=2)
-    assert fp8_ops.plan(4096, 4096, sms) == fp8_ops.Fp8Plan(warps=16, tiles=1)
+    assert fp8_ops.plan(6144, 4096, sms) == fp8_ops.Fp8Plan(tiles=2)
+    assert fp8_ops.plan(4096, 4096, sms) == fp8_ops.Fp8Plan(tiles=1)
+    assert fp8_ops.plan(4096, 14336, sms) == fp8_ops.Fp8Plan(tiles=1, splits=4)
     assert fp8_ops.plan(6160, 4096, sms).tiles == 1  # 385 tiles: not in pairs
 
 
@@ -505,17 +505,16 @@ def _fp8_plans(n: int) -> list:
     """Every launch the FP8 kernel takes for N outputs, K whole and split in 3."""
     from pagoda_cuda.fp8_ops import Fp8Plan
 
-    return [Fp8Plan(warps, tiles, depth, splits)
-            for warps in (8, 16) for tiles in (1, 2, 4) for depth in (1, 2, 4) for splits in (1, 3)
+    return [Fp8Plan(tiles, splits) for tiles in (1, 2) for splits in (1, 3)
             if n % (16 * tiles) == 0]
 
 
 @gpu_fp8
 @pytest.mark.parametrize("static", [False, True], ids=["per-token", "static"])
 def test_fp8_plans(static: bool) -> None:
-    """Every launch plan of pagoda_fp8_row (warps, tiles of 16 outputs a block, chunks in
-    flight, splits of K; 3 splits of 4160 inputs leave the last one shorter) computes the
-    reference's fp8_linear, with a bias."""
+    """Every launch plan of pagoda_fp8_row (tiles of 16 outputs a block, splits of K; 3
+    splits of 4160 inputs leave the last one shorter) computes the reference's fp8_linear,
+    with a bias."""
     from pagoda.ops.quant_reference import fp8_linear as fp8_reference
     from pagoda.quant.rtn import fp8_weight
     from pagoda_cuda.fp8_ops import fp8_row, prepare_fp8
