@@ -126,24 +126,30 @@ __device__ __forceinline__ void mma_f16(float (&c)[4], const uint32_t (&a)[4], u
 
 constexpr int kMmaRows = 16;  // weight rows a block: the MMA's M
 
-// A lane's share of a block of WARPS warps that multiply kMmaRows weight rows and split
-// `chunks` steps of K between them, each warp a contiguous range [begin, end). Lane
-// (g, t) = (lane / 4, lane % 4) holds rows g and g + 8 of the MMA's fragments; `row` is
-// the weight row of its g.
+// A lane's share of a block of WARPS warps that multiply TILES tiles of kMmaRows weight rows,
+// WARPS / TILES warps a tile (warp w in tile w / (WARPS / TILES)), and split `chunks` steps
+// of K between a tile's warps, each warp a contiguous range [begin, end). Lane (g, t) =
+// (lane / 4, lane % 4) holds rows g and g + 8 of the MMA's fragments; `row` is the weight
+// row of its g.
 struct LaneTile {
   int warp, g, t, begin, end;
   int64_t row;
 };
 
-template <int WARPS>
+template <int WARPS, int TILES = 1>
 __device__ __forceinline__ LaneTile lane_tile(int chunks) {
+  static_assert(WARPS % TILES == 0, "whole warps a tile");
+  constexpr int kTileWarps = WARPS / TILES;
   LaneTile tile;
   tile.warp = threadIdx.x / 32;
   tile.g = threadIdx.x % 32 / 4;
   tile.t = threadIdx.x % 4;
-  tile.row = static_cast<int64_t>(blockIdx.x) * kMmaRows + tile.g;
-  const int per_warp = (chunks + WARPS - 1) / WARPS;
-  tile.begin = tile.warp * per_warp;
+  // (With one tile, every warp is the tile's: no division where the block has no more warps.)
+  const int tile_index = TILES == 1 ? 0 : tile.warp / kTileWarps;
+  const int tile_warp = TILES == 1 ? tile.warp : tile.warp % kTileWarps;
+  tile.row = (static_cast<int64_t>(blockIdx.x) * TILES + tile_index) * kMmaRows + tile.g;
+  const int per_warp = (chunks + kTileWarps - 1) / kTileWarps;
+  tile.begin = tile_warp * per_warp;
   tile.end = min(chunks, tile.begin + per_warp);
   return tile;
 }

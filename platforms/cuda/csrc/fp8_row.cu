@@ -13,7 +13,7 @@
 //
 // x may also come as the input of the RMSNorm before the linear (row_input.cuh): each block
 // then computes the normed row into shared memory before it quantizes it, so a decode
-// step's qkv and gate_up projections launch no norm kernel.
+// step's projections the kernel serves launch no norm kernel (pagoda_cuda.fp8_ops).
 //
 // Each warp multiplies 16 weight rows (a tile) by the row of x (the MMA's column 0; the
 // other seven columns are zeros). Lane (g, t) loads 16 bytes of rows g and g + 8 a step
@@ -130,21 +130,16 @@ __global__ void __launch_bounds__(kWarps * 32)
                    int64_t stride_wn, int split_chunks, float* __restrict__ split_sums,
                    RowNorm<T> norm) {
   constexpr int kThreads = kWarps * 32, kTileWarps = kWarps / TILES;
-  static_assert(kWarps % TILES == 0, "whole warps a tile");
   __shared__ float partial[kWarps][kRows];
   // x quantized, as float16: this split's inputs of a plain x, the whole of a normed one
   extern __shared__ uint4 row_x[];
 
-  // This block's split of K: chunks [first, last) (all of K without a split), of which
-  // this warp of its tile takes [begin, end).
-  const int warp = threadIdx.x / 32, g = threadIdx.x % 32 / 4, t = threadIdx.x % 4;
-  const int tile = warp / kTileWarps, tile_warp = warp % kTileWarps;
+  // This block's split of K: chunks [first, last) (all of K without a split).
   const int first = blockIdx.y * split_chunks;
   const int last = min(k / kChunk, first + split_chunks);
-  const int per_warp = (last - first + kTileWarps - 1) / kTileWarps;
-  const int begin = first + tile_warp * per_warp;
-  const int end = min(last, begin + per_warp);
-  const int64_t row = (static_cast<int64_t>(blockIdx.x) * TILES + tile) * kRows + g;
+  auto [warp, g, t, begin, end, row] = pagoda_cuda::lane_tile<kWarps, TILES>(last - first);
+  begin += first;
+  end += first;
   const uint4* wa = reinterpret_cast<const uint4*>(codes + row * stride_wn) + t;
   const uint4* wb = reinterpret_cast<const uint4*>(codes + (row + 8) * stride_wn) + t;
   uint4 next_a = {}, next_b = {};

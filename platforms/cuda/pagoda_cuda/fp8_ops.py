@@ -165,7 +165,8 @@ def row_matmul(linear: FusableLinear) -> RowMatmul | None:
             or not weight_fits(weight)):
         return None
     n, k = weight.weight.shape
-    return native.row_matmul(n, lambda row: (row_fits(row) and bias_fits(bias, row.x.dtype)
-                                             and prefers(n, k, parallel_units(row.x.device))),
+    preferred = prefers(n, k, parallel_units(weight.weight.device))  # else: norm kernel, Triton
+    return native.row_matmul(n, lambda row: (preferred and row_fits(row)
+                                             and bias_fits(bias, row.x.dtype)),
                              lambda out, row: fp8_row(out, row, weight, bias),
                              lambda x: fp8_linear(x, weight, bias))
