@@ -57,7 +57,7 @@ def _signature(fn: Any, data: str, consts: dict[str, Any], wide: set[str]) -> di
 def _attention(dot: Any, **overrides: Any) -> dict[str, Any]:
     consts = dict(GROUP=4, GROUP_PAD=4, BLOCK_Q=16, BLOCK_M=64, HEAD_SIZE=128, HEAD_PAD=128,
                   BLOCK_SIZE=16, TILE_N=64, USE_WINDOW=False, USE_SOFT_CAP=False,
-                  NUM_SPLITS=1, DOT_DTYPE=dot)
+                  NUM_SPLITS=1, DOT_DTYPE=dot, KV_FP8=False, ONE_QUERY=False)
     consts.update(overrides)
     return consts
 
@@ -76,6 +76,8 @@ VARIANTS: list[tuple[str, Any, str, dict[str, Any], set[str]]] = [
      _attention(tl.bfloat16, BLOCK_Q=4, BLOCK_M=16, NUM_SPLITS=8, USE_WINDOW=True,
                 USE_SOFT_CAP=True, num_seqs=1),
      {"stride_cb", "query_start_loc_ptr", "seq_lens_ptr", "block_tables_ptr"}),
+    ("attention bf16 decode one query a sequence", _attention_kernel, "*bf16",
+     _attention(tl.bfloat16, BLOCK_Q=4, BLOCK_M=16, ONE_QUERY=True), set()),
     ("attention fp16 head 80 block 5 group 6", _attention_kernel, "*fp16",
      _attention(tl.float16, GROUP=6, GROUP_PAD=8, BLOCK_Q=8, HEAD_SIZE=80, BLOCK_SIZE=5), set()),
     ("attention fp32 (ieee dot)", _attention_kernel, "*fp32",

@@ -15,12 +15,17 @@ pytest.importorskip("triton")
 
 from pagoda.attention import AttentionImpl, AttentionMetadata, reference  # noqa: E402
 from pagoda.kernels.triton import num_kv_splits, paged_attention  # noqa: E402
-from pagoda.kernels.triton.attention import MAX_SPLITS, TILE_N  # noqa: E402
+from pagoda.kernels.triton.attention import (  # noqa: E402
+    MAX_SPLITS,
+    TILE_N,
+    attention_params,
+)
 from pagoda.kernels.triton.backend import (  # noqa: E402
     TritonAttentionBackend,
     TritonAttentionImpl,
 )
 from pagoda.kernels.triton.kv_cache import write_kv_cache  # noqa: E402
+from pagoda.kernels.triton.launch import DEFAULT_LAUNCH, LaunchParams, TritonLaunch  # noqa: E402
 from pagoda.testing import (  # noqa: E402
     ATTENTION_CASES,
     TOLERANCES,
@@ -30,6 +35,9 @@ from pagoda.testing import (  # noqa: E402
 from pagoda.testing.paged import random_paged_batch  # noqa: E402
 
 DTYPES = [torch.float32, torch.bfloat16]
+CUDA_LIKE = TritonLaunch(fp8_decode_attention=LaunchParams(num_warps=2, num_stages=2,
+                                                           maxnreg=128))
+"""The fp8 decode launch pagoda-cuda chooses (`pagoda_cuda.triton_ops.FP8_DECODE_ATTENTION`)."""
 
 
 class _SplitKeysImpl(TritonAttentionImpl):
@@ -139,7 +147,10 @@ def test_fp8_write_stores_the_bytes_of_torchs_cast(scales: tuple[float, float],
                              f"{want[tuple(wrong[0])].item()}")
 
 
-def test_long_context_decode_split_with_an_fp8_cache(device: str) -> None:
+@pytest.mark.parametrize("launch", [DEFAULT_LAUNCH, CUDA_LIKE], ids=["default", "2-warp decode"])
+def test_long_context_decode_split_with_an_fp8_cache(launch: TritonLaunch, device: str) -> None:
+    """Decodes over an fp8 cache, keys whole and split; under `CUDA_LIKE` the unsplit steps
+    take its `fp8_decode_attention` launch."""
     gen = torch.Generator().manual_seed(38)
     batch = random_paged_batch([(1, 300), (1, 150), (1, 37)], 16, gen)
     meta = batch.metadata()
@@ -152,6 +163,16 @@ def test_long_context_decode_split_with_an_fp8_cache(device: str) -> None:
     on = [a.to(device) if isinstance(a, torch.Tensor) else a for a in args]
     for splits in (1, 4):
         got = paged_attention(query.to(device), cache.to(device), *on, max_query_len=1,
-                              num_splits=splits, tile_n=16)
+                              num_splits=splits, tile_n=16, launch=launch)
         tol = TOLERANCES[torch.float32]
         torch.testing.assert_close(got.cpu(), want, atol=tol.atol, rtol=tol.rtol)
+
+
+def test_fp8_decode_steps_take_their_own_launch() -> None:
+    """`fp8_decode_attention` serves exactly the unsplit steps of one query token a sequence
+    over an fp8 cache; every other step, and a launch without it, keeps `attention`."""
+    chosen = CUDA_LIKE.fp8_decode_attention
+    assert attention_params(CUDA_LIKE, fp8=True, one_query=True, num_splits=1) == chosen
+    for fp8, one_query, splits in [(False, True, 1), (True, False, 1), (True, True, 4)]:
+        assert attention_params(CUDA_LIKE, fp8, one_query, splits) == CUDA_LIKE.attention
+    assert attention_params(DEFAULT_LAUNCH, True, True, 1) == DEFAULT_LAUNCH.attention

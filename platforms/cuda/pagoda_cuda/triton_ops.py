@@ -19,17 +19,25 @@ import functools
 import torch
 
 from pagoda.kernels.triton.common import dependent_launch_supported
-from pagoda.kernels.triton.launch import TritonLaunch
+from pagoda.kernels.triton.launch import LaunchParams, TritonLaunch
 from pagoda.kernels.triton.launched import LaunchedKernels
 from pagoda.kernels.triton.row_input import GATED, NORMED, RowInput
 from pagoda_cuda.native import dependent_families
+
+FP8_DECODE_ATTENTION = LaunchParams(num_warps=2, num_stages=2, maxnreg=128)
+"""Decode steps of many sequences over an fp8 cache: programs of 2 warps and at most 128
+registers a thread, so that ~8 share a multiprocessor (Triton's default of 4 warps takes
+~200 registers for the converted tiles: 2 programs). H100, 1000 sequences x 192 tokens at
+the 8B shape: 277 -> 195 us a layer (`docs/benchmarks.md`, session 30); a 16-bit cache
+gains nothing from it."""
 
 
 @functools.cache
 def device_launch(device: torch.device) -> TritonLaunch:
     """Launch parameters for `device` (decided once)."""
     index = device.index if device.index is not None else torch.cuda.current_device()
-    return TritonLaunch(dependent_launch=dependent_families(index)
+    return TritonLaunch(fp8_decode_attention=FP8_DECODE_ATTENTION,
+                        dependent_launch=dependent_families(index)
                         if dependent_launch_supported() else frozenset())
 
 

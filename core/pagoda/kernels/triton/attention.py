@@ -13,7 +13,7 @@ import triton
 from pagoda.attention.backend import FP8_KV_CACHE_DTYPE
 from pagoda.kernels.triton.attention_kernels import _attention_kernel, _reduce_splits_kernel
 from pagoda.kernels.triton.common import dot_dtype, parallel_units, pow2, unit_last_stride
-from pagoda.kernels.triton.launch import DEFAULT_LAUNCH, TritonLaunch
+from pagoda.kernels.triton.launch import DEFAULT_LAUNCH, LaunchParams, TritonLaunch
 
 TILE_N = 64
 """Key positions per inner-loop tile (gathered across cache blocks of any size)."""
@@ -46,6 +46,16 @@ def num_kv_splits(num_seqs: int, num_kv_heads: int, max_query_len: int, max_kv_l
     if programs >= target:
         return 1
     return max(1, min(triton.cdiv(target, programs), triton.cdiv(max_kv_len, TILE_N), MAX_SPLITS))
+
+
+def attention_params(launch: TritonLaunch, fp8: bool, one_query: bool,
+                     num_splits: int) -> LaunchParams:
+    """The attention kernel's launch: `launch.fp8_decode_attention` where it is set and the
+    step attends one query token a sequence over an fp8 cache, unsplit; else
+    `launch.attention`."""
+    if fp8 and one_query and num_splits == 1 and launch.fp8_decode_attention is not None:
+        return launch.fp8_decode_attention
+    return launch.attention
 
 
 def paged_attention(
@@ -86,7 +96,10 @@ def paged_attention(
     head_pad = pow2(head_size, DOT_MIN)
     tile_n = max(tile_n, DOT_MIN)
     parts = _partials(num_tokens, num_heads, num_splits, head_pad, query.device)
-    grid = (num_tokens // block_q + num_seqs, num_kv_heads, num_splits)
+    one_query = max_query_len == 1
+    grid = (num_seqs if one_query else num_tokens // block_q + num_seqs, num_kv_heads,
+            num_splits)
+    params = attention_params(launch, fp8, one_query, num_splits)
     _attention_kernel[grid](
         out, *parts, query, key_cache, value_cache,
         kv_scales if fp8 else seq_lens,  # not read without KV_FP8
@@ -98,7 +111,8 @@ def paged_attention(
         HEAD_SIZE=head_size, HEAD_PAD=head_pad, BLOCK_SIZE=block_size, TILE_N=tile_n,
         USE_WINDOW=sliding_window is not None, USE_SOFT_CAP=logits_soft_cap is not None,
         NUM_SPLITS=num_splits, DOT_DTYPE=dot_dtype(query.dtype, _attention_kernel),
-        KV_FP8=fp8, **launch.attention.kwargs(), **launch.dependency("attention"),
+        KV_FP8=fp8, ONE_QUERY=one_query, **params.kwargs(),
+        **launch.dependency("attention"),
     )
     if num_splits > 1:
         _reduce_splits_kernel[(num_tokens, num_heads)](

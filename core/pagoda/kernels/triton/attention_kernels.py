@@ -2,7 +2,9 @@
 
 `_attention_kernel`: one program per (tile of BLOCK_Q query tokens of one sequence, kv head,
 kv split). Its BLOCK_M rows are the tile's tokens times the query heads sharing that kv head
-(GQA), so each key/value tile is loaded once for the whole group. Keys are visited in tiles
+(GQA), so each key/value tile is loaded once for the whole group. A step of one query token a
+sequence (ONE_QUERY: decodes) gives program 0 its sequence directly; otherwise each program
+finds the sequence of its tile by a binary search over the query starts. Keys are visited in tiles
 of TILE_N positions gathered through the block table (any cache block size), with an online
 softmax in float32. Without splits it writes the output; with NUM_SPLITS > 1 each split
 covers an equal share of its sequence's keys (in whole tiles, from the sequence's own
@@ -56,16 +58,17 @@ def _attention_kernel(
     BLOCK_M: tl.constexpr, HEAD_SIZE: tl.constexpr, HEAD_PAD: tl.constexpr,
     BLOCK_SIZE: tl.constexpr, TILE_N: tl.constexpr, USE_WINDOW: tl.constexpr,
     USE_SOFT_CAP: tl.constexpr, NUM_SPLITS: tl.constexpr, DOT_DTYPE: tl.constexpr,
-    KV_FP8: tl.constexpr, PDL: tl.constexpr,
+    KV_FP8: tl.constexpr, ONE_QUERY: tl.constexpr, PDL: tl.constexpr,
 ):
     wait_for_prior_kernels(PDL)
     tile = tl.program_id(0)
     kv_head = tl.program_id(1)
     split = tl.program_id(2)
-    seq = _find_sequence(query_start_loc_ptr, num_seqs, tile, BLOCK_Q)
+    # ONE_QUERY: a program per sequence, each of at most one query token.
+    seq = tile if ONE_QUERY else _find_sequence(query_start_loc_ptr, num_seqs, tile, BLOCK_Q)
     q_start = tl.load(query_start_loc_ptr + seq).to(tl.int32)
     q_len = tl.load(query_start_loc_ptr + seq + 1).to(tl.int32) - q_start
-    q_block = tile - (q_start // BLOCK_Q + seq)
+    q_block = 0 if ONE_QUERY else tile - (q_start // BLOCK_Q + seq)
     if q_block * BLOCK_Q >= q_len:
         return
     context = tl.load(seq_lens_ptr + seq).to(tl.int32) - q_len

@@ -25,10 +25,14 @@ class LaunchParams:
 
     num_warps: int | None = None
     num_stages: int | None = None
+    maxnreg: int | None = None
+    """The most registers a thread may use (NVIDIA GPUs): fewer than the compiler would take
+    lets more programs share a multiprocessor, at the cost of spills."""
 
     def kwargs(self) -> dict[str, Any]:
         """The keyword arguments to add to the kernel launch (none for the defaults)."""
-        chosen = {"num_warps": self.num_warps, "num_stages": self.num_stages}
+        chosen = {"num_warps": self.num_warps, "num_stages": self.num_stages,
+                  "maxnreg": self.maxnreg}
         return {k: v for k, v in chosen.items() if v is not None}
 
 
@@ -38,6 +42,11 @@ class TritonLaunch:
 
     attention: LaunchParams = field(default_factory=LaunchParams)
     """`_attention_kernel`: paged attention over mixed batches."""
+
+    fp8_decode_attention: LaunchParams | None = None
+    """`_attention_kernel` over an fp8 cache in a step of one query token a sequence whose
+    keys are not split (decode steps of many sequences); None: `attention`'s. Its tiles
+    carry half the bytes of a 16-bit cache's, so it may want more, smaller programs."""
 
     reduce: LaunchParams = field(default_factory=LaunchParams)
     """`_reduce_splits_kernel`: combines split-KV partial results."""
