@@ -38,9 +38,12 @@ HEADS, KV_HEADS, HEAD_SIZE, BLOCK = 32, 8, 128, 16
 CASES = {"decode-1000x192": (1000, 192, 1), "decode-64x1024": (64, 1024, 1),
          "decode-1x4096": (1, 4096, 1), "prefill-64x128": (64, 128, 128)}
 """name -> (sequences, tokens of each sequence including its queries, queries a sequence)."""
-LAUNCHES = ((TILE_N, None, None), (32, 4, 2), (64, 4, 2), (64, 4, 3), (64, 4, 4),
-            (64, 8, 2), (64, 8, 3), (128, 4, 2), (128, 8, 2), (128, 8, 3))
-"""(keys a tile, warps, stages) tried; None keeps the platform default (Triton's)."""
+LAUNCHES = ((TILE_N, None, None, None), (32, 2, 2, None), (64, 2, 2, None), (64, 2, 2, 128),
+            (32, 4, 2, None), (64, 4, 2, None), (64, 4, 3, None), (64, 4, 4, None),
+            (64, 8, 2, None), (64, 8, 3, None), (128, 4, 2, None), (128, 8, 2, None),
+            (128, 8, 3, None))
+"""(keys a tile, warps, stages, most registers a thread) tried; None keeps Triton's default.
+(64, 2, 2, 128) is pagoda-cuda's launch of decode steps over an fp8 cache."""
 
 
 def case_inputs(seqs: int, seq_len: int, q_len: int, kv_dtype: torch.dtype,
@@ -77,14 +80,14 @@ def bench(name: str, kv_dtype: torch.dtype, gen: torch.Generator) -> list[dict[s
     kv_bytes = seqs * seq_len * 2 * KV_HEADS * HEAD_SIZE * cache.element_size()
     splits = num_kv_splits(seqs, KV_HEADS, q_len, seq_len, cache.device)
     rows = []
-    for tile_n, warps, stages in LAUNCHES:
-        launch = TritonLaunch(attention=LaunchParams(warps, stages))
+    for tile_n, warps, stages, maxnreg in LAUNCHES:
+        launch = TritonLaunch(attention=LaunchParams(warps, stages, maxnreg))
 
         def call(_: Any, launch: TritonLaunch = launch, tile_n: int = tile_n) -> torch.Tensor:
             return paged_attention(**inputs, max_query_len=q_len, num_splits=splits,
                                    tile_n=tile_n, launch=launch)
 
-        label = f"tile {tile_n} w{warps or '-'} s{stages or '-'}"
+        label = f"tile {tile_n} w{warps or '-'} s{stages or '-'} r{maxnreg or '-'}"
         row = {"case": name, "kv": str(kv_dtype).removeprefix("torch."), "launch": label,
                "splits": splits, "bytes": kv_bytes, "seconds": float("nan")}
         try:

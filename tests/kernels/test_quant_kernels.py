@@ -20,7 +20,11 @@ pytest.importorskip("triton")
 
 from pagoda.kernels.triton import quant_linear as ql  # noqa: E402
 from pagoda.kernels.triton.common import GemvTiles  # noqa: E402
-from pagoda.kernels.triton.quant_prims import pack_codes, quantize_activations  # noqa: E402
+from pagoda.kernels.triton.quant_prims import (  # noqa: E402
+    ONE_PASS_MAX,
+    pack_codes,
+    quantize_activations,
+)
 from pagoda.kernels.triton.row_gemv import fp8_row_gemv  # noqa: E402
 from pagoda.kernels.triton.scaled_gemm import QGemmPlan, QGemvPlan, qgemm, qgemv  # noqa: E402
 from pagoda.kernels.triton.woq_dot import woq_dot, woq_dot_supports  # noqa: E402
@@ -101,6 +105,16 @@ def test_activation_rounding_is_the_references(device: str) -> None:
     q, s = quantize_activations(x.to(device), False, None, 64)
     assert torch.equal(s.cpu(), scale)
     assert torch.equal(q.cpu().view(torch.uint8), quantize_fp8(x, scale, 64).view(torch.uint8))
+    # Rows longer than one load (`ONE_PASS_MAX`) take two passes. (Values, not bytes: the
+    # interpreter's float8 cast drops the sign of a negative that rounds to zero.)
+    x = torch.randn(2, ONE_PASS_MAX + 40, generator=gen) * 3
+    x[1, -1] = -500.0
+    for int8, qmax in ((True, INT8_MAX), (False, FP8_MAX)):
+        scale = per_token_scale(x, qmax)
+        want = quantize_int8(x, scale) if int8 else quantize_fp8(x, scale)
+        q, s = quantize_activations(x.to(device), int8)
+        assert torch.equal(s.cpu(), scale)
+        assert torch.equal(q.cpu().float(), want.float())
 
 
 def test_int8_blocks_round_alike_on_the_device(device: str) -> None:

@@ -32,6 +32,11 @@ MIN_SCALE_C = tl.constexpr(MIN_SCALE)
 """Smallest activation scale, times QMAX: what the references clamp amax to."""
 QUANT_BLOCK = 1024
 """Inputs per step of the activation-quantization kernel (per-token scales)."""
+ONE_PASS_MAX = 16384
+"""The longest row (a power of two up) the kernel quantizes per token from one load."""
+ONE_PASS_INPUTS_A_WARP = 1024
+ONE_PASS_MAX_WARPS = 16
+"""Warps of a one-load program: one per this many inputs, 4 to 16."""
 
 
 @triton.jit
@@ -120,33 +125,45 @@ def pack_codes(codes: torch.Tensor, bits: int) -> torch.Tensor:
 def _act_quant_kernel(
     q_ptr, s_ptr, x_ptr, static_ptr, M, K, stride_xm, stride_qm, stride_sm,
     INT8: tl.constexpr, STATIC: tl.constexpr, GROUP: tl.constexpr, BLOCK: tl.constexpr,
-    EXACT: tl.constexpr,
+    ONE_PASS: tl.constexpr, EXACT: tl.constexpr,
 ):
     """Row `program 0` of x [M, K] quantized: by the static scale, else per group of GROUP
-    inputs (program 1 = group) when GROUP > 0, else per row (two passes). Writes the codes
-    [M, K] and the float32 scales [M, groups] (one column unless grouped)."""
+    inputs (program 1 = group) when GROUP > 0, else per row: from one load of the row where
+    it fits one block (ONE_PASS), else in two passes. Writes the codes [M, K] and the
+    float32 scales [M, groups] (one column unless grouped)."""
     QMAX: tl.constexpr = 127.0 if INT8 else 448.0
     row = tl.program_id(0)
     k = tl.arange(0, BLOCK)
     x_row = x_ptr + row.to(tl.int64) * stride_xm
-    lo = tl.program_id(1) * GROUP
-    hi = K
-    if GROUP > 0:
-        hi = tl.minimum(lo + GROUP, K)
-    if STATIC:
-        scale = tl.load(static_ptr).to(tl.float32)
+    q_row = q_ptr + row.to(tl.int64) * stride_qm
+    if ONE_PASS:
+        ok = k < K
+        x = tl.load(x_row + k, mask=ok, other=0.0).to(tl.float32)
+        scale = tl.math.div_rn(tl.maximum(tl.max(tl.abs(x), axis=0), MIN_SCALE_C * QMAX), QMAX)
+        tl.store(s_ptr + row * stride_sm, scale)
+        v = tl.math.div_rn(x, scale)
+        tl.store(q_row + k, round_int8(v).to(tl.int8) if INT8 else quantize_fp8(v, EXACT),
+                 mask=ok)
     else:
-        amax = tl.zeros([BLOCK], dtype=tl.float32)
+        lo = tl.program_id(1) * GROUP
+        hi = K
+        if GROUP > 0:
+            hi = tl.minimum(lo + GROUP, K)
+        if STATIC:
+            scale = tl.load(static_ptr).to(tl.float32)
+        else:
+            amax = tl.zeros([BLOCK], dtype=tl.float32)
+            for start in range(lo, hi, BLOCK):
+                x = tl.load(x_row + start + k, mask=start + k < hi, other=0.0).to(tl.float32)
+                amax = tl.maximum(amax, tl.abs(x))
+            scale = tl.math.div_rn(tl.maximum(tl.max(amax, axis=0), MIN_SCALE_C * QMAX), QMAX)
+        tl.store(s_ptr + row * stride_sm + tl.program_id(1), scale)
         for start in range(lo, hi, BLOCK):
-            x = tl.load(x_row + start + k, mask=start + k < hi, other=0.0).to(tl.float32)
-            amax = tl.maximum(amax, tl.abs(x))
-        scale = tl.math.div_rn(tl.maximum(tl.max(amax, axis=0), MIN_SCALE_C * QMAX), QMAX)
-    tl.store(s_ptr + row * stride_sm + tl.program_id(1), scale)
-    for start in range(lo, hi, BLOCK):
-        ok = start + k < hi
-        v = tl.math.div_rn(tl.load(x_row + start + k, mask=ok, other=0.0).to(tl.float32), scale)
-        q = round_int8(v).to(tl.int8) if INT8 else quantize_fp8(v, EXACT)
-        tl.store(q_ptr + row.to(tl.int64) * stride_qm + start + k, q, mask=ok)
+            ok = start + k < hi
+            v = tl.math.div_rn(tl.load(x_row + start + k, mask=ok, other=0.0).to(tl.float32),
+                               scale)
+            q = round_int8(v).to(tl.int8) if INT8 else quantize_fp8(v, EXACT)
+            tl.store(q_row + start + k, q, mask=ok)
 
 
 
@@ -163,12 +180,16 @@ def quantize_activations(x2: torch.Tensor, int8: bool, static: torch.Tensor | No
     scales = torch.empty((m, groups), dtype=torch.float32, device=x2.device)
     if m == 0 or k == 0:
         return q, scales.fill_(MIN_SCALE)
+    one_pass = static is None and not grouped and pow2(k, 16) <= ONE_PASS_MAX
+    block = (pow2(group, 16) if grouped else pow2(k, 16) if one_pass
+             else min(QUANT_BLOCK, pow2(k, 16)))
     _act_quant_kernel[(m, groups)](
         q, scales, x2, static if static is not None else scales, m, k, x2.stride(0),
         q.stride(0), scales.stride(0), INT8=int8, STATIC=static is not None,
-        GROUP=group if grouped else 0,
-        BLOCK=pow2(group, 16) if grouped else min(QUANT_BLOCK, pow2(k, 16)),
+        GROUP=group if grouped else 0, BLOCK=block, ONE_PASS=one_pass,
         EXACT=interpreted(_act_quant_kernel),
+        num_warps=min(ONE_PASS_MAX_WARPS, max(4, block // ONE_PASS_INPUTS_A_WARP))
+        if one_pass else 4,
     )
     return q, scales
 
