@@ -2,15 +2,15 @@
 
 `_attention_kernel`: one program per (tile of BLOCK_Q query tokens of one sequence, kv head,
 kv split). Its BLOCK_M rows are the tile's tokens times the query heads sharing that kv head
-(GQA), so each key/value tile is loaded once for the whole group. A step of one query token a
-sequence (ONE_QUERY: decodes) gives program 0 its sequence directly; otherwise each program
-finds the sequence of its tile by a binary search over the query starts. Keys are visited in tiles
-of TILE_N positions gathered through the block table (any cache block size), with an online
-softmax in float32. Without splits it writes the output; with NUM_SPLITS > 1 each split
-covers an equal share of its sequence's keys (in whole tiles, from the sequence's own
-length: a graph captured for long contexts still spreads a short one over its programs)
-and writes an unnormalised partial result that `_reduce_splits_kernel` combines (decodes
-of few sequences).
+(GQA), so each key/value tile is loaded once for the whole group. A step of one query token
+a sequence (ONE_QUERY: decodes) gives program 0 its sequence directly; otherwise each
+program finds the sequence of its tile by a binary search over the query starts. Keys are
+visited in tiles of TILE_N positions gathered through the block table (any cache block
+size), with an online softmax in float32. Without splits it writes the output; with
+NUM_SPLITS > 1 each split covers an equal share of its sequence's keys (in whole tiles,
+from the sequence's own length: a graph captured for long contexts still spreads a short
+one over its programs) and writes an unnormalised partial result that
+`_reduce_splits_kernel` combines (decodes of few sequences).
 
 An fp8 cache (KV_FP8) is converted exactly to the dot's operand type as it is loaded; its
 scales, read from `kv_scales` on the device, are applied in float32 to what the dots give:
