@@ -85,6 +85,34 @@ def test_long_context_decode_split(window: int | None, query_len: int, device: s
         torch.testing.assert_close(got.cpu(), want, atol=tol.atol, rtol=tol.rtol)
 
 
+@pytest.mark.parametrize("fp8", [False, True], ids=["float32 cache", "fp8 cache"])
+def test_decode_step_padded_as_a_graph_pads_it(fp8: bool, device: str) -> None:
+    """A decode step padded to a captured size (`DecodeGraphs`): each padding token a
+    sequence of its own of length 0, after the step's own. The step's tokens get the
+    unpadded step's output (one program a sequence, no search over query starts); the
+    padding tokens attend to nothing (zeros)."""
+    gen = torch.Generator().manual_seed(39)
+    batch = random_paged_batch([(1, 300), (1, 150), (1, 37)], 16, gen)
+    meta = batch.metadata()
+    query = torch.randn(5, 8, 64, generator=gen)
+    cache = torch.randn(2, batch.num_blocks, 16, 2, 64, generator=gen)
+    kv_scales = None
+    if fp8:
+        cache, kv_scales = (cache * 20).to(FP8), torch.tensor([0.05, 0.3])
+    want = reference.paged_attention(query[:3], cache, meta.block_tables, meta.query_start_loc,
+                                     meta.seq_lens, 1 / math.sqrt(64), None, None, kv_scales)
+    tables = torch.cat([meta.block_tables, torch.zeros_like(meta.block_tables[:2])])
+    starts = torch.arange(6, dtype=meta.query_start_loc.dtype)
+    lens = torch.cat([meta.seq_lens, torch.zeros_like(meta.seq_lens[:2])])
+    on = [t.to(device) if t is not None else None
+          for t in (query, cache, tables, starts, lens, kv_scales)]
+    got = paged_attention(*on[:5], 1 / math.sqrt(64), None, None, on[5], max_query_len=1,
+                          launch=CUDA_LIKE).cpu()
+    tol = TOLERANCES[torch.float32]
+    torch.testing.assert_close(got[:3], want, atol=tol.atol, rtol=tol.rtol)
+    assert torch.equal(got[3:], torch.zeros_like(got[3:]))
+
+
 def test_split_planning() -> None:
     cpu = torch.device("cpu")  # one parallel unit: never worth splitting
     assert num_kv_splits(1, 1, 1, 100_000, cpu) == 1

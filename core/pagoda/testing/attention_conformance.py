@@ -70,7 +70,7 @@ KV_SCALES = (0.0071, 0.37)
 ATTENTION_CASES = (
     AttentionCase("mixed batch, GQA 8/2", MIXED_BATCH, 8, 2, 64, 16, padding=2),
     AttentionCase("mixed batch, MQA 6/1, head 80, block 5", MIXED_BATCH, 6, 1, 80, 5),
-    AttentionCase("decode only", DECODE_BATCH, 4, 4, 64, 16, padding=2),
+    AttentionCase("decode only", DECODE_BATCH, 4, 4, 64, 16),
     AttentionCase("prefill only", PREFILL_BATCH, 4, 2, 32, 8, padding=3),
     AttentionCase("prefill chunks, head 128", CHUNK_BATCH, 8, 2, 128, 16),
     AttentionCase("sliding window 6", MIXED_BATCH, 8, 2, 64, 16, sliding_window=6),
