@@ -17,6 +17,8 @@ M  Qwen3-30B-A3B shape (mixture of experts: 128, 8 a token), 1000 prompts, 128 i
 N  the same model, one request at a time, 128 in / 128 out (time per output token), beside HF
 P  step profiles: the 8B model with 1000 sequences (A) and one (C), the 0.6B with 256 (D)
 R  step profiles of C (one sequence of the 8B model) with bf16, FP8 and INT4 weights
+RA step profiles of A (1000 sequences of the 8B model) with FP8 weights, with a bf16 and
+   with an FP8 KV cache
 Q  quantized weights beside bf16, Pagoda alone: A with FP8 (W8A8, quantized at load), also
    with an FP8 KV cache, and C with FP8 and with INT4 (W4A16, groups of 128); QA and QC
    run its A rows alone and its C rows alone (one call of the device tool each)
@@ -559,6 +561,17 @@ def profile_quantized_c(out: Path, llama: Path) -> list[dict]:
     return []
 
 
+def profile_quantized_a(out: Path, llama: Path) -> list[dict]:
+    """Prefill and decode steps of A (1000 sequences of the 8B shape) with FP8 weights, with a
+    bf16 and with an FP8 KV cache."""
+    for cache in ("auto", "fp8"):
+        run([sys.executable, str(ROOT / "ci" / "profile_step.py"), str(llama), "--device",
+             "cuda", "--load-format", "dummy", "--dtype", "bfloat16", "--num-seqs", "1000",
+             "--max-num-seqs", "1024", "--input-len", "128", "--steps", "10",
+             "--quantization", "fp8", "--kv-cache-dtype", cache], out / f"RA-{cache}.log")
+    return []
+
+
 def gemv(out: Path, llama: Path) -> list[dict]:
     """The small-batch GEMV kernel against cuBLAS: per 8B matmul shape (ci/gemv_bench.py),
     and C end to end with cuBLAS instead."""
@@ -615,6 +628,7 @@ def main() -> int:
     s8, s06, s30 = shape(llama), shape(qwen), shape(moe)
     rows, failures = [], []
     plan = {"P": lambda: profile(out, llama, qwen), "R": lambda: profile_quantized_c(out, llama),
+            "RA": lambda: profile_quantized_a(out, llama),
             "A": lambda: [bench_a(out, llama, s8)], "B": lambda: [bench_b(out, llama, s8)],
             "C": lambda: [bench_c(out, llama, s8)], "D": lambda: [bench_d(out, qwen, s06)],
             "E": lambda: bench_e(out, llama, s8), "F": lambda: startup(out, llama),
