@@ -121,6 +121,19 @@ def pack_codes(codes: torch.Tensor, bits: int) -> torch.Tensor:
     return torch.where(words >= 2**31, words - 2**32, words).to(torch.int32)
 
 
+@triton.jit
+def _row_scale(amax, QMAX: tl.constexpr):
+    """The scale of inputs whose largest magnitude is `amax` (a vector's, reduced here)."""
+    return tl.math.div_rn(tl.maximum(tl.max(amax, axis=0), MIN_SCALE_C * QMAX), QMAX)
+
+
+@triton.jit
+def _store_codes(q_ptr, x, scale, ok, INT8: tl.constexpr, EXACT: tl.constexpr):
+    """float32 inputs x divided by the scale and rounded to their codes, stored where ok."""
+    v = tl.math.div_rn(x, scale)
+    tl.store(q_ptr, round_int8(v).to(tl.int8) if INT8 else quantize_fp8(v, EXACT), mask=ok)
+
+
 @triton.jit(do_not_specialize=["M"])
 def _act_quant_kernel(
     q_ptr, s_ptr, x_ptr, static_ptr, M, K, stride_xm, stride_qm, stride_sm,
@@ -136,35 +149,29 @@ def _act_quant_kernel(
     k = tl.arange(0, BLOCK)
     x_row = x_ptr + row.to(tl.int64) * stride_xm
     q_row = q_ptr + row.to(tl.int64) * stride_qm
-    if ONE_PASS:
-        ok = k < K
-        x = tl.load(x_row + k, mask=ok, other=0.0).to(tl.float32)
-        scale = tl.math.div_rn(tl.maximum(tl.max(tl.abs(x), axis=0), MIN_SCALE_C * QMAX), QMAX)
+    if ONE_PASS:  # per row, the whole row in one block: loaded once
+        x = tl.load(x_row + k, mask=k < K, other=0.0).to(tl.float32)
+        scale = _row_scale(tl.abs(x), QMAX)
         tl.store(s_ptr + row * stride_sm, scale)
-        v = tl.math.div_rn(x, scale)
-        tl.store(q_row + k, round_int8(v).to(tl.int8) if INT8 else quantize_fp8(v, EXACT),
-                 mask=ok)
+        _store_codes(q_row + k, x, scale, k < K, INT8, EXACT)
+        return
+    lo = tl.program_id(1) * GROUP
+    hi = K
+    if GROUP > 0:
+        hi = tl.minimum(lo + GROUP, K)
+    if STATIC:
+        scale = tl.load(static_ptr).to(tl.float32)
     else:
-        lo = tl.program_id(1) * GROUP
-        hi = K
-        if GROUP > 0:
-            hi = tl.minimum(lo + GROUP, K)
-        if STATIC:
-            scale = tl.load(static_ptr).to(tl.float32)
-        else:
-            amax = tl.zeros([BLOCK], dtype=tl.float32)
-            for start in range(lo, hi, BLOCK):
-                x = tl.load(x_row + start + k, mask=start + k < hi, other=0.0).to(tl.float32)
-                amax = tl.maximum(amax, tl.abs(x))
-            scale = tl.math.div_rn(tl.maximum(tl.max(amax, axis=0), MIN_SCALE_C * QMAX), QMAX)
-        tl.store(s_ptr + row * stride_sm + tl.program_id(1), scale)
+        amax = tl.zeros([BLOCK], dtype=tl.float32)
         for start in range(lo, hi, BLOCK):
-            ok = start + k < hi
-            v = tl.math.div_rn(tl.load(x_row + start + k, mask=ok, other=0.0).to(tl.float32),
-                               scale)
-            q = round_int8(v).to(tl.int8) if INT8 else quantize_fp8(v, EXACT)
-            tl.store(q_row + start + k, q, mask=ok)
-
+            x = tl.load(x_row + start + k, mask=start + k < hi, other=0.0).to(tl.float32)
+            amax = tl.maximum(amax, tl.abs(x))
+        scale = _row_scale(amax, QMAX)
+    tl.store(s_ptr + row * stride_sm + tl.program_id(1), scale)
+    for start in range(lo, hi, BLOCK):
+        ok = start + k < hi
+        x = tl.load(x_row + start + k, mask=ok, other=0.0).to(tl.float32)
+        _store_codes(q_row + start + k, x, scale, ok, INT8, EXACT)
 
 
 def quantize_activations(x2: torch.Tensor, int8: bool, static: torch.Tensor | None = None,
@@ -183,13 +190,12 @@ def quantize_activations(x2: torch.Tensor, int8: bool, static: torch.Tensor | No
     one_pass = static is None and not grouped and pow2(k, 16) <= ONE_PASS_MAX
     block = (pow2(group, 16) if grouped else pow2(k, 16) if one_pass
              else min(QUANT_BLOCK, pow2(k, 16)))
+    warps = min(ONE_PASS_MAX_WARPS, max(4, block // ONE_PASS_INPUTS_A_WARP)) if one_pass else 4
     _act_quant_kernel[(m, groups)](
         q, scales, x2, static if static is not None else scales, m, k, x2.stride(0),
         q.stride(0), scales.stride(0), INT8=int8, STATIC=static is not None,
         GROUP=group if grouped else 0, BLOCK=block, ONE_PASS=one_pass,
-        EXACT=interpreted(_act_quant_kernel),
-        num_warps=min(ONE_PASS_MAX_WARPS, max(4, block // ONE_PASS_INPUTS_A_WARP))
-        if one_pass else 4,
+        EXACT=interpreted(_act_quant_kernel), num_warps=warps,
     )
     return q, scales
 
