@@ -538,15 +538,22 @@ def startup(out: Path, llama: Path) -> list[dict]:
              "goal": "<= 20 s"}]
 
 
+def _profile_step(log: Path, model: Path, seqs: int, *args: str,
+                  max_seqs: int | None = None, input_len: int = 128, steps: int = 20) -> None:
+    """`ci/profile_step.py` on `model` (dummy bf16 weights on the GPU) into `log`: `seqs`
+    sequences of `input_len` random tokens, then `steps` decode steps; `args` added."""
+    run([sys.executable, str(ROOT / "ci" / "profile_step.py"), str(model), "--device", "cuda",
+         "--load-format", "dummy", "--dtype", "bfloat16", "--num-seqs", str(seqs),
+         "--max-num-seqs", str(max_seqs or seqs), "--input-len", str(input_len),
+         "--steps", str(steps), *args], log)
+
+
 def profile(out: Path, llama: Path, qwen: Path) -> list[dict]:
     """Steps of A (1000 sequences: prefill and decode), of C (one sequence) and of D (256
     sequences of the 0.6B model)."""
-    for tag, model, seqs, input_len in (("P-A", llama, "1000", "128"), ("P-C", llama, "1", "128"),
-                                        ("P-D", qwen, "256", "562")):
-        run([sys.executable, str(ROOT / "ci" / "profile_step.py"), str(model), "--device",
-             "cuda", "--load-format", "dummy", "--dtype", "bfloat16", "--num-seqs", seqs,
-             "--max-num-seqs", seqs, "--input-len", input_len, "--steps", "20"],
-            out / f"{tag}.log")
+    for tag, model, seqs, input_len in (("P-A", llama, 1000, 128), ("P-C", llama, 1, 128),
+                                        ("P-D", qwen, 256, 562)):
+        _profile_step(out / f"{tag}.log", model, seqs, input_len=input_len)
     return []
 
 
@@ -554,10 +561,7 @@ def profile_quantized_c(out: Path, llama: Path) -> list[dict]:
     """Decode steps of C (one sequence of the 8B shape) in bf16, FP8 and INT4 weights."""
     for quantization in ("none", "fp8", "int4"):
         extra = [] if quantization == "none" else ["--quantization", quantization]
-        run([sys.executable, str(ROOT / "ci" / "profile_step.py"), str(llama), "--device",
-             "cuda", "--load-format", "dummy", "--dtype", "bfloat16", "--num-seqs", "1",
-             "--max-num-seqs", "1", "--input-len", "128", "--steps", "20", "--rows", "40",
-             *extra], out / f"R-{quantization}.log")
+        _profile_step(out / f"R-{quantization}.log", llama, 1, "--rows", "40", *extra)
     return []
 
 
@@ -565,10 +569,8 @@ def profile_quantized_a(out: Path, llama: Path) -> list[dict]:
     """Prefill and decode steps of A (1000 sequences of the 8B shape) with FP8 weights, with a
     bf16 and with an FP8 KV cache."""
     for cache in ("auto", "fp8"):
-        run([sys.executable, str(ROOT / "ci" / "profile_step.py"), str(llama), "--device",
-             "cuda", "--load-format", "dummy", "--dtype", "bfloat16", "--num-seqs", "1000",
-             "--max-num-seqs", "1024", "--input-len", "128", "--steps", "10",
-             "--quantization", "fp8", "--kv-cache-dtype", cache], out / f"RA-{cache}.log")
+        _profile_step(out / f"RA-{cache}.log", llama, 1000, "--quantization", "fp8",
+                      "--kv-cache-dtype", cache, max_seqs=1024, steps=10)
     return []
 
 
