@@ -21,7 +21,9 @@ RA step profiles of A (1000 sequences of the 8B model) with FP8 weights, with a 
    with an FP8 KV cache
 Q  quantized weights beside bf16, Pagoda alone: A with FP8 (W8A8, quantized at load), also
    with an FP8 KV cache, and C with FP8 and with INT4 (W4A16, groups of 128); QA and QC
-   run its A rows alone and its C rows alone (one call of the device tool each)
+   run its A rows alone and its C rows alone (one call of the device tool each); QF runs
+   A with FP8 weights (bf16 and FP8 KV cache) with the norms and SiLU handing the linears
+   their inputs quantized, and with those ops passed over
 L  LoRA: A (Pagoda alone) with 8 rank-16 adapters of every projection spread over the
    requests, beside the same run without LoRA (ci/bench_lora.py)
 S  structured outputs: A (Pagoda alone) with a JSON schema on every request, beside the same
@@ -123,10 +125,12 @@ def run(cmd: list[str], log: Path, timeout: float = 900,
         raise RuntimeError(f"{cmd[3:5]} failed ({proc.returncode}); see {log}")
 
 
-def throughput(out: Path, tag: str, model: Path, args: list[str]) -> dict:
+def throughput(out: Path, tag: str, model: Path, args: list[str],
+               env: dict[str, str] | None = None) -> dict:
     result = out / f"{tag}.json"
     run([*PAGODA, "bench", "throughput", str(model), "--device", "cuda", "--load-format",
-         "dummy", "--dtype", "bfloat16", *args, "--output-json", str(result)], out / f"{tag}.log")
+         "dummy", "--dtype", "bfloat16", *args, "--output-json", str(result)], out / f"{tag}.log",
+        env=env)
     return json.loads(result.read_text())
 
 
@@ -233,6 +237,27 @@ def quantized_a(out: Path, llama: Path, s: dict) -> list[dict]:
                        ["--backend", "pagoda", "--num-prompts", "1000", "--input-len", "128",
                         "--output-len", "128", *THROUGHPUT, *extra])
         rows.append(offline_row(f"A {tag}", r, s, goal))
+    return rows
+
+
+UNQUANTIZED_INPUTS = {"PAGODA_EXCLUDED_PROVIDERS": "fused_add_rms_norm_quant/triton,"
+                                                   "silu_and_mul_quant/triton"}
+"""The norms and the SiLU hand W8A8 linears their outputs in bf16 (passed over: no other
+provider offers the quantizing ops, so the linears quantize them themselves)."""
+
+
+def quantized_inputs_a(out: Path, llama: Path, s: dict) -> list[dict]:
+    """A with FP8 weights (bf16 and FP8 KV cache) whose norms and SiLU hand the linears
+    their inputs quantized, beside the same runs with those ops passed over."""
+    rows = []
+    fp8 = ["--quantization", "fp8"]
+    for tag, extra in (("fp8", fp8), ("fp8, fp8 KV cache", [*fp8, "--kv-cache-dtype", "fp8"])):
+        for inputs, env in (("quantized", None), ("bf16", {**os.environ, **UNQUANTIZED_INPUTS})):
+            name = f"QF-{tag.replace(', ', '-').replace(' ', '')}-{inputs}"
+            r = throughput(out, name, llama, ["--backend", "pagoda", "--num-prompts", "1000",
+                                              "--input-len", "128", "--output-len", "128",
+                                              *THROUGHPUT, *extra], env)
+            rows.append(offline_row(f"A {tag}, linear inputs {inputs}", r, s, "report"))
     return rows
 
 
@@ -636,6 +661,7 @@ def main() -> int:
             "E": lambda: bench_e(out, llama, s8), "F": lambda: startup(out, llama),
             "G": lambda: gemv(out, llama), "Q": lambda: quantized(out, llama, s8),
             "QA": lambda: quantized_a(out, llama, s8), "QC": lambda: quantized_cs(out, llama, s8),
+            "QF": lambda: quantized_inputs_a(out, llama, s8),
             "M": lambda: [bench_m(out, moe, s30)], "N": lambda: [bench_n(out, moe, s30)],
             "S": lambda: structured(out, s8), "V": lambda: speculative(out, llama),
             "L": lambda: [bench_l(out, llama)], "W": lambda: dependent_launch(out, llama, s8),

@@ -44,16 +44,19 @@ def test_table_calls_are_plain_functions() -> None:
 
 
 def test_cpu_offers_every_quantized_linear_with_its_prepare() -> None:
-    from pagoda.plugins.specs import QUANT_OPS
+    from pagoda.plugins.specs import QUANT_INPUT_OPS, QUANT_OPS
     from pagoda_cpu import csrc_ops, quant_ops
 
     table = OpTable("cpu", dtype=torch.bfloat16)
-    assert not table.missing
+    # Its linears quantize their inputs themselves: nothing hands them quantized inputs.
+    assert set(table.missing) == set(QUANT_INPUT_OPS)
+    assert all(table.get(op) is None for op in QUANT_INPUT_OPS)
     for op in QUANT_OPS:
         module = csrc_ops if op in CPU_CSRC_OPS else quant_ops
         assert table.providers[op] == CPU_RESOLVED[op]
         assert getattr(table, op) is getattr(module, op)
         assert table.prepare[op] is getattr(module, f"prepare_{op.split('_')[0]}")
+        assert not table.quantized_input[op](None, 64)
 
 
 def _registries(*providers: KernelProvider) -> PluginRegistries:

@@ -1,11 +1,13 @@
 """Compile the quantized-linear kernels' variants for an H100/H200 (sm_90) without a GPU, as
 `compile_sm90.py` does for the others: catches what the interpreter accepts and a GPU
 rejects (float8 and int8 `tl.dot`, joins and reshapes of unpacked codes, loop-carried
-types). Run as a script without TRITON_INTERPRET; one line per variant.
+types); with them, the norm and activation kernels that quantize their output per token.
+Run as a script without TRITON_INTERPRET; one line per variant.
 """
 
 from __future__ import annotations
 
+import re
 import sys
 import time
 from typing import Any
@@ -15,6 +17,8 @@ import triton.language as tl
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 
+from pagoda.kernels.triton.activation import _silu_and_mul_quant_kernel
+from pagoda.kernels.triton.norm import _rms_norm_kernel, _rms_norm_quant_kernel
 from pagoda.kernels.triton.quant_prims import _act_quant_kernel, _scale_rows_kernel
 from pagoda.kernels.triton.row_gemv import _fp8_row_gemv_kernel
 from pagoda.kernels.triton.scaled_gemm import _qgemm_kernel, _qgemv_kernel
@@ -97,6 +101,14 @@ VARIANTS: list[tuple[str, Any, dict[str, Any], dict[str, str], int]] = [
     ("act quant fp8 group 128", _act_quant_kernel,
      dict(INT8=False, STATIC=False, GROUP=128, BLOCK=128, ONE_PASS=False, EXACT=False),
      {"q_ptr": "*fp8e4nv", "s_ptr": "*fp32", "static_ptr": "*fp32"}, 4),
+    ("add + rms_norm, quantized fp8 per token", _rms_norm_quant_kernel,
+     dict(INT8=False, BLOCK=1024, EXACT=False), {"q_ptr": "*fp8e4nv", "s_ptr": "*fp32"}, 4),
+    ("add + rms_norm, quantized int8 per token", _rms_norm_quant_kernel,
+     dict(INT8=True, BLOCK=1024, EXACT=False), {"q_ptr": "*i8", "s_ptr": "*fp32"}, 4),
+    ("silu_and_mul, quantized fp8 per token, one load of 16384", _silu_and_mul_quant_kernel,
+     dict(INT8=False, BLOCK=16384, EXACT=False), {"q_ptr": "*fp8e4nv", "s_ptr": "*fp32"}, 16),
+    ("silu_and_mul, quantized int8 per token, one load of 8192", _silu_and_mul_quant_kernel,
+     dict(INT8=True, BLOCK=8192, EXACT=False), {"q_ptr": "*i8", "s_ptr": "*fp32"}, 8),
     ("int_mm epilogue", _scale_rows_kernel, dict(HAS_BIAS=True, BLOCK=1024),
      {"acc_ptr": "*i32", "xs_ptr": "*fp32", "ws_ptr": "*fp32"}, 4),
     ("qgemv fp8 dot fused", _qgemv_kernel, _qgemv("*fp8e4nv"), FP8, 4),
@@ -160,6 +172,45 @@ VARIANTS: list[tuple[str, Any, dict[str, Any], dict[str, str], int]] = [
       "o_ptr": "*fp32"}, 4),
 ]
 
+SAME_SQUARES: list[tuple[str, str, int, int]] = [
+    ("*bf16", "*i8", 1024, 4), ("*fp32", "*fp8e4nv", 1024, 4), ("*fp32", "*i8", 1024, 4),
+    ("*bf16", "*fp8e4nv", 1024, 2),
+]
+"""(x type, code type, BLOCK, warps) at which `_rms_norm_quant_kernel` must sum a row's
+squares in `_rms_norm_kernel`'s layout (the same order, so the same inverse RMS bit for
+bit): fp32 rows at 4 warps and 16-bit rows at 2 are where 1-byte code stores of the
+row's shape would widen it."""
+
+
+def _squares_layout(fn: Any, consts: dict[str, Any], types: dict[str, str], warps: int) -> str:
+    """The layout `fn` reduces its `squares` in, compiled as launched on a row of 4096
+    (pointers and integers divisible by 16)."""
+    consts = {**consts, "PDL": True}
+    attrs = {(i,): [["tt.divisibility", 16]] for i, name in enumerate(fn.arg_names)
+             if name not in consts and name != "eps"}
+    compiled = triton.compile(ASTSource(fn, _signature(fn, consts, types), consts, attrs),
+                              target=TARGET, options={"num_warps": warps})
+    ir = compiled.asm["ttgir"]
+    name = re.search(r'"tt\.reduce"\(%squares\).*?\}\) : \(tensor<\d+xf32, (#\w+)>\)', ir,
+                     re.S).group(1)
+    return re.search(rf"^{name} = (.*)$", ir, re.M).group(1)
+
+
+def same_squares() -> int:
+    for x, code, block, warps in SAME_SQUARES:
+        label = f"sum of squares as rms_norm's: {x[1:]} rows to {code[1:]}, {block} x {warps} warps"
+        types = {name: x for name in ("out_ptr", "sum_ptr", "x_ptr", "r_ptr", "w_ptr")}
+        want = _squares_layout(_rms_norm_kernel, dict(HAS_RESIDUAL=True, BLOCK=block), types,
+                               warps)
+        got = _squares_layout(_rms_norm_quant_kernel, dict(INT8=code == "*i8", BLOCK=block,
+                                                           EXACT=False),
+                              {**types, "q_ptr": code, "s_ptr": "*fp32"}, warps)
+        if got != want:
+            print(f"FAILED {label}: {got}, not {want}")
+            return 1
+        print(f"ok {label}: {got}")
+    return 0
+
 
 def main() -> int:
     for label, fn, consts, types, warps in VARIANTS:
@@ -174,7 +225,7 @@ def main() -> int:
             return 1
         print(f"ok {label}: {time.perf_counter() - start:.1f}s, "
               f"{compiled.metadata.shared} B shared, {compiled.metadata.num_warps} warps")
-    return 0
+    return same_squares()
 
 
 if __name__ == "__main__":

@@ -8,9 +8,10 @@ from dataclasses import dataclass
 from pagoda.plugins import KernelProvider
 from pagoda.plugins.lazy import Target
 
-TRITON_OPS = ("linear", "rms_norm", "fused_add_rms_norm", "rotary_embedding", "silu_and_mul",
-              "gelu_and_mul", "sample_from_logits", "apply_token_bitmask", "fused_moe",
-              "lora_shrink", "lora_expand")
+TRITON_OPS = ("linear", "rms_norm", "fused_add_rms_norm", "fused_add_rms_norm_quant",
+              "rotary_embedding", "silu_and_mul", "silu_and_mul_quant", "gelu_and_mul",
+              "sample_from_logits", "apply_token_bitmask", "fused_moe", "lora_shrink",
+              "lora_expand")
 """Core ops with a kernel in `pagoda.kernels.triton`."""
 
 
@@ -73,7 +74,8 @@ def triton_quant_providers(platform: str, availability: TritonAvailability, *,
     """One "triton" provider per quantized linear in `ops` for `platform`: the impl (named
     as the op) from `impls` (default `module`; e.g. a platform's wrappers that pass its
     launch parameters), `module`'s `prepare_<kind>` and `supports_<kind>` (kind fp8, int8,
-    woq).
+    woq), and for fp8 and int8 `module`'s `quantized_input` (they take x quantized per token
+    from the norm or activation before them where they would quantize it themselves).
     The fp8 kernels use NVIDIA's float8 e4m3 (and torch._scaled_mm on CUDA): a platform
     whose float8 is another format leaves fp8_linear out of `ops`."""
     return [
@@ -81,6 +83,7 @@ def triton_quant_providers(platform: str, availability: TritonAvailability, *,
                        priority=priority,
                        is_available=availability,
                        supports=f"{module}:supports_{_QUANT_PARTS[op]}",
-                       prepare=f"{module}:prepare_{_QUANT_PARTS[op]}")
+                       prepare=f"{module}:prepare_{_QUANT_PARTS[op]}",
+                       quantized_input=None if op == "woq_linear" else f"{module}:quantized_input")
         for op in ops
     ]

@@ -31,7 +31,7 @@ from pagoda.models.layers import (
 )
 from pagoda.models.weights import load_checkpoint_weights
 from pagoda.quant import QuantMethod
-from pagoda.quant.tensors import GroupQuantWeight
+from pagoda.quant.tensors import GroupQuantWeight, QuantizedActivation
 
 if TYPE_CHECKING:
     from transformers import PretrainedConfig
@@ -93,7 +93,7 @@ class DecoderAttention(nn.Module):
     def forward(
         self,
         positions: torch.Tensor,
-        hidden_states: torch.Tensor,
+        hidden_states: torch.Tensor | QuantizedActivation,
         kv_cache: torch.Tensor,
         attn_metadata: AttentionMetadata,
     ) -> torch.Tensor:
@@ -157,18 +157,23 @@ class DecoderLayer(nn.Module):
             q, k, v, residual = fused.pre_attention(positions, hidden_states, residual)
             return fused.post_attention(self.self_attn.attn(q, k, v, kv_cache, attn_metadata),
                                         residual)
+        # Each norm hands the linear after it its input quantized where that linear takes it
+        # so (a W8A8 layer's many-row steps, `Linear.input_quantization`).
+        rows = hidden_states.shape[0]
         if residual is None:
             residual, hidden_states = hidden_states, self.input_layernorm(hidden_states)
         else:
-            hidden_states, residual = self.input_layernorm.add_norm(hidden_states, residual)
+            hidden_states, residual = self.input_layernorm.add_norm(
+                hidden_states, residual, self.self_attn.qkv_proj.input_quantization(rows))
         hidden_states = self.self_attn(positions, hidden_states, kv_cache, attn_metadata)
+        mlp_input = self.mlp.input_quantization(rows) if isinstance(self.mlp, GatedMLP) else None
         if self.pre_feedforward_layernorm is None:
             hidden_states, residual = self.post_attention_layernorm.add_norm(
-                hidden_states, residual)
+                hidden_states, residual, mlp_input)
         else:
             hidden_states = self.post_attention_layernorm(hidden_states)
             hidden_states, residual = self.pre_feedforward_layernorm.add_norm(
-                hidden_states, residual)
+                hidden_states, residual, mlp_input)
         hidden_states = self.mlp(hidden_states)
         if self.post_feedforward_layernorm is not None:
             hidden_states = self.post_feedforward_layernorm(hidden_states)

@@ -4,6 +4,9 @@ Each takes x [..., K] in the model's dtype, a quantized weight in its canonical 
 (`pagoda.quant.tensors`) and an optional bias [N], and returns [..., N] in x's dtype. The
 activations are quantized exactly as described here (a kernel must round them the same
 way); the weight is dequantized and the product accumulated in float32 (int8: exactly).
+fp8_linear and int8_linear also take x already quantized per token (a
+`QuantizedActivation` [M, K] of their code type: [M, N] in its `dtype`), where their
+provider asks for it (`KernelProvider.quantized_input`).
 
 A platform offers these ops only by registering a provider (core registers no fallback):
 a provider's `prepare(weight)` turns the canonical weight into its own layout once, at
@@ -16,11 +19,13 @@ from __future__ import annotations
 import torch
 
 from pagoda.quant.tensors import (
+    FP8_DTYPE,
     FP8_MAX,
     INT8_MAX,
     Fp8Weight,
     GroupQuantWeight,
     Int8Weight,
+    QuantizedActivation,
     per_token_scale,
     quantize_fp8,
     quantize_int8,
@@ -33,17 +38,33 @@ def prepare(weight: object, dtype: torch.dtype | None = None) -> object:
     return weight
 
 
-def _finish(y: torch.Tensor, x: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+def _finish(y: torch.Tensor, x: torch.Tensor | QuantizedActivation,
+            bias: torch.Tensor | None) -> torch.Tensor:
     if bias is not None:
         y = y + bias.float()
     return y.to(x.dtype).view(*x.shape[:-1], y.shape[-1])
 
 
-def fp8_linear(x: torch.Tensor, weight: Fp8Weight,
+def _given(x: QuantizedActivation, weight: Fp8Weight | Int8Weight,
+           code_dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+    """(codes, scales) of x given quantized: refused unless the linear would have quantized
+    it so itself (dynamically per token, to `code_dtype`)."""
+    if x.codes.dtype != code_dtype or weight.input_scale is not None or weight.block:
+        how = ("by a static input scale" if weight.input_scale is not None
+               else "per token and group" if weight.block else f"per token to {code_dtype}")
+        raise ValueError(f"x given quantized per token to {x.codes.dtype}, but this linear "
+                         f"quantizes its input {how}")
+    return x.codes, x.scale
+
+
+def fp8_linear(x: torch.Tensor | QuantizedActivation, weight: Fp8Weight,
                bias: torch.Tensor | None = None) -> torch.Tensor:
     """x quantized to float8 e4m3 (by `weight.input_scale`, else per token, or per token and
     group of bk inputs for a blocked weight: scale = amax / 448), times the dequantized
     weight, in float32."""
+    if isinstance(x, QuantizedActivation):
+        codes, scale = _given(x, weight, FP8_DTYPE)
+        return _finish((codes.float() * scale) @ weight.dequantize().T, x, bias)
     flat = x.reshape(-1, x.shape[-1])
     group = weight.block[1] if weight.block is not None else None
     if weight.input_scale is not None:
@@ -56,17 +77,20 @@ def fp8_linear(x: torch.Tensor, weight: Fp8Weight,
     return _finish((xq * scale) @ weight.dequantize().T, x, bias)
 
 
-def int8_linear(x: torch.Tensor, weight: Int8Weight,
+def int8_linear(x: torch.Tensor | QuantizedActivation, weight: Int8Weight,
                 bias: torch.Tensor | None = None) -> torch.Tensor:
     """x quantized to int8 symmetrically (by `weight.input_scale`, else per token: scale =
     amax / 127, rounded half to even), the int8 product summed exactly, then scaled by
     both scales in float32."""
-    flat = x.reshape(-1, x.shape[-1])
-    if weight.input_scale is not None:
-        scale = weight.input_scale.float().reshape(1, 1)
+    if isinstance(x, QuantizedActivation):
+        xq, scale = _given(x, weight, torch.int8)
     else:
-        scale = per_token_scale(flat, INT8_MAX)
-    xq = quantize_int8(flat, scale)
+        flat = x.reshape(-1, x.shape[-1])
+        if weight.input_scale is not None:
+            scale = weight.input_scale.float().reshape(1, 1)
+        else:
+            scale = per_token_scale(flat, INT8_MAX)
+        xq = quantize_int8(flat, scale)
     acc = (xq.double() @ weight.weight.double().T).float()  # exact: |sum| < 2**53
     return _finish(acc * scale * weight.scale.float().unsqueeze(0), x, bias)
 

@@ -16,11 +16,13 @@ import torch.nn.functional as F
 from pagoda.ops.lora_reference import lora_expand, lora_shrink
 from pagoda.ops.moe_reference import fused_moe
 from pagoda.ops.quant_reference import fp8_linear, int8_linear, woq_linear
+from pagoda.quant.tensors import QuantizedActivation, quantize_per_token
 
 __all__ = ["all_reduce", "apply_token_bitmask", "encoder_attention", "fp8_linear",
-           "fused_add_rms_norm", "fused_moe", "gelu", "gelu_and_mul", "int8_linear", "layer_norm",
-           "linear", "lora_expand", "lora_shrink", "rms_norm", "rotary_embedding",
-           "sample_from_logits", "silu_and_mul", "woq_linear"]
+           "fused_add_rms_norm", "fused_add_rms_norm_quant", "fused_moe", "gelu",
+           "gelu_and_mul", "int8_linear", "layer_norm", "linear", "lora_expand", "lora_shrink",
+           "rms_norm", "rotary_embedding", "sample_from_logits", "silu_and_mul",
+           "silu_and_mul_quant", "woq_linear"]
 
 linear = F.linear
 """linear(x, weight, bias=None): x @ weight^T (+ bias) for x [..., K], weight [N, K] as
@@ -42,6 +44,17 @@ def fused_add_rms_norm(
     """(rms_norm(x + residual), x + residual); the sum is rounded to x's dtype first."""
     summed = (x.float() + residual.float()).to(x.dtype)
     return rms_norm(summed, weight, eps), summed
+
+
+def fused_add_rms_norm_quant(
+    x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float,
+    code_dtype: torch.dtype,
+) -> tuple[QuantizedActivation, torch.Tensor]:
+    """`fused_add_rms_norm` with its normed output (rounded to x's dtype) quantized per token
+    to `code_dtype` (`quantize_per_token`): the input of a W8A8 linear, handed over
+    quantized."""
+    normed, summed = fused_add_rms_norm(x, residual, weight, eps)
+    return quantize_per_token(normed, code_dtype), summed
 
 
 def rotary_embedding(
@@ -77,6 +90,11 @@ def silu_and_mul(x: torch.Tensor) -> torch.Tensor:
     """silu(x[..., :d]) * x[..., d:] for x of last dim 2d."""
     gate, up = x.float().chunk(2, dim=-1)
     return (F.silu(gate) * up).to(x.dtype)
+
+
+def silu_and_mul_quant(x: torch.Tensor, code_dtype: torch.dtype) -> QuantizedActivation:
+    """`silu_and_mul` (rounded to x's dtype) quantized per token to `code_dtype`."""
+    return quantize_per_token(silu_and_mul(x), code_dtype)
 
 
 def gelu_and_mul(x: torch.Tensor, approximate: str = "none") -> torch.Tensor:

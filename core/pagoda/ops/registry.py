@@ -17,7 +17,7 @@ from pagoda.ops import reference
 from pagoda.plugins.lazy import load_target
 from pagoda.plugins.manager import PluginRegistries, get_registries
 from pagoda.plugins.registry import Registered
-from pagoda.plugins.specs import CORE_OPS, QUANT_OPS, KernelProvider
+from pagoda.plugins.specs import CORE_OPS, OPTIONAL_OPS, KernelProvider
 
 REFERENCE_PROVIDER = "reference"
 
@@ -25,19 +25,25 @@ REFERENCE_PROVIDER = "reference"
 @dataclass(frozen=True)
 class OpSpec:
     """An op of the core: its name and the reference implementation that defines it.
-    `optional`: a platform need not offer it (the quantized linears, `QUANT_OPS`)."""
+    `optional`: a platform need not offer it (`OPTIONAL_OPS`: the quantized linears and
+    the ops that quantize their inputs)."""
 
     name: str
     reference: Callable[..., Any]
     optional: bool = False
 
 
-OPS: dict[str, OpSpec] = {name: OpSpec(name, getattr(reference, name), name in QUANT_OPS)
+OPS: dict[str, OpSpec] = {name: OpSpec(name, getattr(reference, name), name in OPTIONAL_OPS)
                           for name in CORE_OPS}
 
 
 def _identity(weight: Any, dtype: Any = None) -> Any:
     return weight
+
+
+def _never(weight: Any, rows: int) -> bool:
+    """`quantized_input` of a provider without one: x always in the model's dtype."""
+    return False
 
 
 class OpResolutionError(RuntimeError):
@@ -112,18 +118,20 @@ class OpTable:
 
     An optional op (a quantized linear) the platform does not offer is left out: `missing`
     says why, and `require(op, purpose)` turns that into an error naming who offers it.
-    `prepare[op]` is the chosen provider's weight preparation (the identity if it has none).
+    `prepare[op]` is the chosen provider's weight preparation (the identity if it has none),
+    `quantized_input[op]` its `KernelProvider.quantized_input` (never, if it has none).
     """
 
     def __init__(self, platform: str, regs: PluginRegistries | None = None, **static_args: Any):
         self.platform = platform
         self.providers: dict[str, str] = {}
         self.prepare: dict[str, Callable[..., Any]] = {}
+        self.quantized_input: dict[str, Callable[[Any, int], bool]] = {}
         self.missing: dict[str, str] = {}
         forced = reference_ops_requested()
         for op in OPS:
             if op in forced:
-                self._set(op, OPS[op].reference, _identity,
+                self._set(op, OPS[op].reference, _identity, _never,
                           f"core/{REFERENCE_PROVIDER} ({REFERENCE_OPS_ENV})")
                 continue
             try:
@@ -133,15 +141,22 @@ class OpTable:
                     raise
                 self.missing[op] = str(exc)
                 continue
-            prepare = load_target(entry.spec.prepare) if entry.spec.prepare else _identity
-            self._set(op, load_target(entry.spec.impl), prepare,
-                      f"{entry.plugin}/{entry.spec.name}")
+            spec = entry.spec
+            self._set(op, load_target(spec.impl),
+                      load_target(spec.prepare) if spec.prepare else _identity,
+                      load_target(spec.quantized_input) if spec.quantized_input else _never,
+                      f"{entry.plugin}/{spec.name}")
 
     def _set(self, op: str, impl: Callable[..., Any], prepare: Callable[..., Any],
-             provider: str) -> None:
+             quantized_input: Callable[[Any, int], bool], provider: str) -> None:
         setattr(self, op, impl)
         self.prepare[op] = prepare
+        self.quantized_input[op] = quantized_input
         self.providers[op] = provider
+
+    def get(self, op: str) -> Callable[..., Any] | None:
+        """`op`'s implementation, or None where the platform does not offer it (optional)."""
+        return None if op in self.missing else getattr(self, op)
 
     def require(self, op: str, purpose: str, regs: PluginRegistries | None = None) -> None:
         """Raise OpResolutionError unless `op` resolved: `purpose` says what needs it, and
@@ -159,7 +174,7 @@ class OpTable:
         """A table of the reference implementations (any device)."""
         table = cls.__new__(cls)
         table.platform = "*"
-        table.providers, table.prepare, table.missing = {}, {}, {}
+        table.providers, table.prepare, table.quantized_input, table.missing = {}, {}, {}, {}
         for name, spec in OPS.items():
-            table._set(name, spec.reference, _identity, f"core/{REFERENCE_PROVIDER}")
+            table._set(name, spec.reference, _identity, _never, f"core/{REFERENCE_PROVIDER}")
         return table

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pagoda.plugins.hookspecs import PLUGIN_API_VERSION, hookimpl
 from pagoda.plugins.specs import (
     CORE_OPS,
-    QUANT_OPS,
+    OPTIONAL_OPS,
     AttentionBackendSpec,
     CliCommandSpec,
     ExecutorSpec,
@@ -92,9 +92,10 @@ def pagoda_executors() -> list[ExecutorSpec]:
 @hookimpl
 def pagoda_kernel_providers() -> list[KernelProvider]:
     # Named lazily: discovery (and so every `pagoda` command) must not import torch. The
-    # quantized linears have no fallback: a platform offers them with providers of its own.
+    # optional ops (the quantized linears, the ops quantizing their inputs) have no
+    # fallback: a platform offers them with providers of its own.
     return [KernelProvider(op, "reference", f"pagoda.ops.reference:{op}", priority=-1000)
-            for op in CORE_OPS if op not in QUANT_OPS]
+            for op in CORE_OPS if op not in OPTIONAL_OPS]
 
 
 @hookimpl

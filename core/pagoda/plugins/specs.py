@@ -12,8 +12,10 @@ CORE_OPS = (
     "linear",
     "rms_norm",
     "fused_add_rms_norm",
+    "fused_add_rms_norm_quant",
     "rotary_embedding",
     "silu_and_mul",
+    "silu_and_mul_quant",
     "gelu_and_mul",
     "sample_from_logits",
     "apply_token_bitmask",
@@ -37,6 +39,15 @@ QUANT_OPS = ("fp8_linear", "int8_linear", "woq_linear")
 """The quantized linears (FP8 and INT8 weights and activations, weight-only integer
 groups): ops a platform offers only by registering a provider. Core registers no fallback
 for them, so a quantization scheme runs exactly where some platform says it can."""
+
+QUANT_INPUT_OPS = ("fused_add_rms_norm_quant", "silu_and_mul_quant")
+"""Ops that produce a W8A8 linear's input already quantized per token (a
+`pagoda.quant.tensors.QuantizedActivation`), so that it is not written in the model's dtype
+and read back to be quantized: optional, as the quantized linears are. A layer uses one
+only where the linear's provider takes such an input (`KernelProvider.quantized_input`)."""
+
+OPTIONAL_OPS = (*QUANT_OPS, *QUANT_INPUT_OPS)
+"""The ops a platform need not offer."""
 
 RETIRED_OPS = {
     "reshape_and_cache": "plugin API 3: attention (KV cache writes included) is an "
@@ -120,7 +131,11 @@ class KernelProvider:
     (optional) says whether it handles the arguments known at setup (dtype, head size ...).
     `prepare(weight, dtype)` (optional, quantized linears) turns the canonical quantized
     weight into what `impl` takes in its place (a kernel's own layout) for activations of
-    `dtype` (the model's), once per layer at load.
+    `dtype` (the model's), once per layer at load. `quantized_input(weight, rows)`
+    (optional, fp8_linear and int8_linear) says whether `impl` takes x of `rows` rows
+    already quantized per token (a `QuantizedActivation` of the op's code type, from an op
+    of QUANT_INPUT_OPS) for `prepare`'s weight: where it says so, a layer may hand it one.
+    Without it the op is always given x in the model's dtype.
     """
 
     op: str
@@ -131,6 +146,7 @@ class KernelProvider:
     is_available: Target | None = None
     supports: Target | None = None
     prepare: Target | None = None
+    quantized_input: Target | None = None
 
 
 @dataclass(frozen=True)

@@ -76,6 +76,12 @@ class QuantMethod(ABC):
         """y = x @ W^T (+ bias) with this method's weights."""
         raise NotImplementedError(f"{type(self).__name__} gives each layer a method of its own")
 
+    def input_quantization(self, layer: nn.Module, rows: int) -> torch.dtype | None:
+        """The code type (float8 e4m3 or int8) in which `apply` takes an input of `rows`
+        rows already quantized per token (a `pagoda.quant.tensors.QuantizedActivation`, from
+        the op before the layer), or None: in the model's dtype (the default)."""
+        return None
+
     def kernel_call(self, layer: nn.Module) -> tuple[Callable[..., torch.Tensor], Any] | None:
         """(op, weight) where `apply(layer, x, bias)` is exactly `op(x, weight, bias)` (one
         call of a resolved op), for a platform that fuses the layer with its neighbours

@@ -37,6 +37,7 @@ class OpLinearMethod(QuantMethod):
         ops.require(self.op, f"layer {where} ({self.describe()})")
         layer.quant_op = getattr(ops, self.op)
         layer.quant_prepare = ops.prepare[self.op]
+        layer.quant_input = ops.quantized_input[self.op]
         layer.linear_op = ops.linear  # for a layer a method keeps dense
         layer.dense_dtype = dtype
         self.create_params(layer, input_size, output_size, dtype)

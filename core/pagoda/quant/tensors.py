@@ -1,4 +1,6 @@
-"""Quantized weights in their canonical forms: what the quantized-linear ops take.
+"""Quantized weights in their canonical forms: what the quantized-linear ops take; and
+activations quantized per token (`QuantizedActivation`), which the W8A8 linears may take
+from the op before them.
 
 Every checkpoint format (FP8 and INT8 checkpoints of compressed-tensors or HF, GPTQ, AWQ,
 compressed-tensors pack-quantized, GGUF) is turned into one of these at load; a kernel
@@ -142,6 +144,53 @@ class GroupQuantWeight(_Tensors):
 
 
 QuantizedWeight = Fp8Weight | Int8Weight | GroupQuantWeight
+
+
+@dataclass(frozen=True)
+class QuantizedActivation(_Tensors):
+    """Activations x [M, K] quantized per token as a W8A8 linear quantizes its input:
+    x ~ codes * scale, with scale = amax / qmax of each row (`per_token_scale`).
+
+    An op that produces a linear's input (a norm, a gated activation) may hand it over in
+    this form where the linear's provider takes it (`KernelProvider.quantized_input`), so
+    that the activations are not written in `dtype` and read back to be quantized.
+    """
+
+    codes: torch.Tensor
+    """float8 e4m3 or int8 [M, K]."""
+    scale: torch.Tensor
+    """float32 [M, 1]."""
+    dtype: torch.dtype
+    """The type of the activations quantized: a linear given them returns this type."""
+
+    @property
+    def shape(self) -> torch.Size:
+        return self.codes.shape
+
+    @property
+    def device(self) -> torch.device:
+        return self.codes.device
+
+    def dequantize(self) -> torch.Tensor:
+        """The float32 [M, K] values."""
+        return self.codes.float() * self.scale
+
+
+ACTIVATION_CODES = (FP8_DTYPE, torch.int8)
+"""The code types of `QuantizedActivation`: what fp8_linear and int8_linear take."""
+
+
+def quantize_per_token(x: torch.Tensor, code_dtype: torch.dtype) -> QuantizedActivation:
+    """x [..., K] as rows [M, K] quantized per token to `code_dtype` (float8 e4m3: scale
+    amax / 448, saturated; int8: amax / 127, rounded half to even), as the W8A8 linears'
+    references quantize a dynamic input."""
+    if code_dtype not in ACTIVATION_CODES:
+        raise ValueError(f"activations quantize to {ACTIVATION_CODES}, not {code_dtype}")
+    flat = x.reshape(-1, x.shape[-1])
+    fp8 = code_dtype == FP8_DTYPE
+    scale = per_token_scale(flat, FP8_MAX if fp8 else INT8_MAX)
+    codes = quantize_fp8(flat, scale) if fp8 else quantize_int8(flat, scale)
+    return QuantizedActivation(codes, scale, x.dtype)
 
 
 def per_token_scale(x: torch.Tensor, qmax: float, group: int | None = None) -> torch.Tensor:

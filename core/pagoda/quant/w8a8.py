@@ -86,6 +86,10 @@ class _W8A8Method(OpLinearMethod):
         if scheme.static_input:
             add_param(layer, "input_scale", torch.empty(shards), PER_SHARD)
 
+    def input_quantization(self, layer: nn.Module, rows: int) -> torch.dtype | None:
+        """Codes of the weights' type, where the op's provider takes them (per token)."""
+        return self.stored_dtype if layer.quant_input(layer.qweight, rows) else None
+
     def _parts(self, layer: nn.Module) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
         """(stored weight, its scales as the canonical form wants, static input scale)."""
         scheme = self.scheme

@@ -16,6 +16,7 @@ from typing import Any
 
 import torch
 
+from pagoda.quant.tensors import ACTIVATION_CODES
 from pagoda.testing.lora_cases import lora_expand_cases, lora_shrink_cases
 from pagoda.testing.moe_cases import fused_moe_cases
 from pagoda.testing.quant_cases import fp8_linear_cases, int8_linear_cases, woq_linear_cases
@@ -92,6 +93,22 @@ def fused_add_rms_norm_cases(dtype: torch.dtype, gen: torch.Generator) -> Iterat
                      {"dtype": dtype, "hidden_size": shape[-1]})
 
 
+def fused_add_rms_norm_quant_cases(dtype: torch.dtype,
+                                   gen: torch.Generator) -> Iterator[OpCase]:
+    """fused_add_rms_norm's cases with the normed output quantized to each code type; and
+    a row of zeros (the smallest scale)."""
+    for code in ACTIVATION_CODES:
+        for case in fused_add_rms_norm_cases(dtype, gen):
+            yield OpCase("fused_add_rms_norm_quant", f"{case.label} {dtype_name(code)}",
+                         {**case.args, "code_dtype": code}, case.static_args)
+        x, residual = _randn(gen, 3, 256, dtype=dtype), _randn(gen, 3, 256, dtype=dtype)
+        x[1], residual[1] = 0, 0
+        args = {"x": x, "residual": residual, "weight": _weight(gen, 256, dtype), "eps": 1e-6,
+                "code_dtype": code}
+        yield OpCase("fused_add_rms_norm_quant", f"x[3, 256] row 1 all 0 {dtype_name(code)}",
+                     args, {"dtype": dtype, "hidden_size": 256})
+
+
 def cos_sin_cache(max_positions: int, rot_dim: int, base: float = 10000.0) -> torch.Tensor:
     """[max_positions, rot_dim] float32: cos in the first half, sin in the second."""
     inv_freq = 1.0 / base ** (torch.arange(0, rot_dim, 2, dtype=torch.float32) / rot_dim)
@@ -132,6 +149,13 @@ def silu_and_mul_cases(dtype: torch.dtype, gen: torch.Generator) -> Iterator[OpC
         yield OpCase("silu_and_mul", f"x{list(shape)}",
                      {"x": _randn(gen, *shape, dtype=dtype, scale=3.0)},
                      {"dtype": dtype, "intermediate_size": shape[-1] // 2})
+
+
+def silu_and_mul_quant_cases(dtype: torch.dtype, gen: torch.Generator) -> Iterator[OpCase]:
+    for code in ACTIVATION_CODES:
+        for case in silu_and_mul_cases(dtype, gen):
+            yield OpCase("silu_and_mul_quant", f"{case.label} {dtype_name(code)}",
+                         {**case.args, "code_dtype": code}, case.static_args)
 
 
 def gelu_and_mul_cases(dtype: torch.dtype, gen: torch.Generator) -> Iterator[OpCase]:
@@ -238,8 +262,10 @@ CASE_GENERATORS: dict[str, Callable[[torch.dtype, torch.Generator], Iterator[OpC
     "linear": linear_cases,
     "rms_norm": rms_norm_cases,
     "fused_add_rms_norm": fused_add_rms_norm_cases,
+    "fused_add_rms_norm_quant": fused_add_rms_norm_quant_cases,
     "rotary_embedding": rotary_embedding_cases,
     "silu_and_mul": silu_and_mul_cases,
+    "silu_and_mul_quant": silu_and_mul_quant_cases,
     "gelu_and_mul": gelu_and_mul_cases,
     "sample_from_logits": sample_from_logits_cases,
     "apply_token_bitmask": apply_token_bitmask_cases,

@@ -17,10 +17,17 @@ import torch
 from pagoda.ops.registry import OPS, unusable_reason
 from pagoda.plugins.lazy import load_target
 from pagoda.plugins.specs import KernelProvider
+from pagoda.quant.tensors import QuantizedActivation, quantize_per_token
 from pagoda.testing.collective_conformance import COLLECTIVE_OPS, check_collective
-from pagoda.testing.op_cases import OpCase, op_cases
+from pagoda.testing.op_cases import op_cases
 from pagoda.testing.report import ConformanceReport
-from pagoda.testing.tolerances import Tolerance, dtype_name, mismatch, op_tolerance
+from pagoda.testing.tolerances import (
+    QUANTIZED_VALUES,
+    Tolerance,
+    dtype_name,
+    mismatch,
+    op_tolerance,
+)
 
 
 def _copy(value: Any, device: torch.device | str) -> Any:
@@ -46,21 +53,41 @@ def _same(a: Any, b: Any) -> bool:
 
 
 def _outputs(result: Any) -> dict[str, Any]:
-    """Name -> tensor of everything the call produced."""
+    """Name -> tensor (or `QuantizedActivation`) of everything the call produced."""
     if isinstance(result, (tuple, list)):
         return {f"output[{i}]": r for i, r in enumerate(result)}
     return {"output": result}
 
 
+def _quantized_mismatch(name: str, got: Any, want: QuantizedActivation,
+                        tol: Tolerance) -> list[str]:
+    """Activations quantized per token: the same code type and dtype, the scales within
+    `tol`, the values (codes * scale) within `QUANTIZED_VALUES`."""
+    if not isinstance(got, QuantizedActivation):
+        return [f"{name}: expected a QuantizedActivation, got {type(got).__name__}"]
+    if (got.codes.dtype, got.dtype) != (want.codes.dtype, want.dtype):
+        return [f"{name}: codes {dtype_name(got.codes.dtype)} of {dtype_name(got.dtype)} != "
+                f"expected {dtype_name(want.codes.dtype)} of {dtype_name(want.dtype)}"]
+    return [m for m in (mismatch(f"{name}.scale", got.scale, want.scale, tol),
+                        mismatch(f"{name} (codes * scale)", got.dequantize(), want.dequantize(),
+                                 QUANTIZED_VALUES)) if m]
+
+
 def _compare(got: dict[str, Any], want: dict[str, Any], tol: Tolerance) -> list[str]:
     if sorted(got) != sorted(want):
         return [f"returned {sorted(got)}, the reference returns {sorted(want)}"]
-    return [m for name in want if (m := mismatch(name, got[name], want[name], tol))]
+    problems = []
+    for name, value in want.items():
+        if isinstance(value, QuantizedActivation):
+            problems += _quantized_mismatch(name, got[name], value, tol)
+        elif m := mismatch(name, got[name], value, tol):
+            problems.append(m)
+    return problems
 
 
-def _mutated(case: OpCase, used: dict[str, Any]) -> list[str]:
+def _mutated(args: dict[str, Any], used: dict[str, Any]) -> list[str]:
     return [f"modified its input {name!r} in place"
-            for name, value in case.args.items() if not _same(used[name], value)]
+            for name, value in args.items() if not _same(used[name], value)]
 
 
 def check_op(
@@ -73,24 +100,24 @@ def check_op(
     unusable: Callable[..., str | None] | None = None,
     subject: str | None = None,
     prepare: Callable[..., Any] | None = None,
+    quantized_input: Callable[[Any, int], bool] | None = None,
 ) -> ConformanceReport:
     """Run `impl` on every case of `op` in `dtype` and compare it to the reference.
 
     `unusable(**static_args)` returns why a case is out of the implementation's scope (it is
     then skipped), or None. `prepare` (a quantized linear's) turns the case's `weight` into
-    what `impl` takes, as at load.
+    what `impl` takes, as at load. `quantized_input` (a W8A8 linear's,
+    `KernelProvider.quantized_input`): each case whose x it takes quantized runs again with
+    x quantized per token (`quantize_per_token`, to the weight's code type).
     """
     reference = OPS[op].reference
     tol = op_tolerance(op, dtype)
     report = ConformanceReport(subject or f"{op} in {dtype_name(dtype)} (seed {seed})")
-    for case in op_cases(op, dtype, seed):
-        reason = unusable(**case.static_args) if unusable else None
-        if reason:
-            report.skipped.append(f"{case.label}: {reason}")
-            continue
-        ref_args = _copy_args(case.args, "cpu")
-        want = _outputs(reference(*ref_args.values()))
-        used = _copy_args(case.args, device)
+
+    def run(label: str, args: dict[str, Any]) -> Any:
+        """The case's prepared weight (or None), after checking it; None where it raised."""
+        want = _outputs(reference(*_copy_args(args, "cpu").values()))
+        used = _copy_args(args, device)
         try:
             call = dict(used)
             if prepare is not None:
@@ -98,13 +125,26 @@ def check_op(
             got = _outputs(impl(*call.values()))
         except Exception as exc:
             tb = traceback.format_exc(limit=-3).rstrip().replace("\n", "\n    ")
-            report.failures.append(f"{case.label}: raised {exc!r}\n    {tb}")
-            continue
-        problems = _compare(got, want, tol) + _mutated(case, used)
+            report.failures.append(f"{label}: raised {exc!r}\n    {tb}")
+            return None
+        problems = _compare(got, want, tol) + _mutated(args, used)
         if problems:
-            report.failures.append(f"{case.label}: " + "; ".join(problems))
+            report.failures.append(f"{label}: " + "; ".join(problems))
         else:
-            report.checked.append(case.label)
+            report.checked.append(label)
+        return call.get("weight")
+
+    for case in op_cases(op, dtype, seed):
+        reason = unusable(**case.static_args) if unusable else None
+        if reason:
+            report.skipped.append(f"{case.label}: {reason}")
+            continue
+        weight = run(case.label, case.args)
+        x = case.args.get("x")
+        if (quantized_input is not None and weight is not None
+                and quantized_input(weight, x.shape[:-1].numel())):
+            given = quantize_per_token(x, case.args["weight"].weight.dtype)
+            run(f"{case.label} (x given quantized)", {**case.args, "x": given})
     return report
 
 
@@ -143,4 +183,6 @@ def check_kernel_provider(
         unusable=lambda **static: unusable_reason(provider, **static),
         subject=subject,
         prepare=load_target(provider.prepare) if provider.prepare else None,
+        quantized_input=(load_target(provider.quantized_input) if provider.quantized_input
+                         else None),
     )

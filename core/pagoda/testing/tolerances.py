@@ -38,6 +38,13 @@ QUANT_FLOORS: dict[str, Tolerance] = {
 }
 
 
+QUANTIZED_VALUES = Tolerance(atol=0.04, rtol=0.13)
+"""Activations an op returns quantized (`QuantizedActivation`), compared as codes * scale:
+a provider whose value before quantization is an ulp off the reference's may round it to
+the neighbouring code, one e4m3 step (up to 1/8 of the value) or one int8 step (amax / 127,
+~0.03 for the conformance inputs' normed rows); a wrong scale or code is off by more."""
+
+
 def op_tolerance(op: str, dtype: torch.dtype) -> Tolerance:
     """The tolerance for `op`'s outputs in `dtype`. The quantized linears sum long products
     of quantized values: a kernel may round an activation to the neighbouring float8 (or

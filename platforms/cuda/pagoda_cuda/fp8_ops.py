@@ -39,7 +39,7 @@ from pagoda.kernels.triton.decode_layer import RowMatmul
 from pagoda.kernels.triton.quant_linear import ScaledWeight, prepare_fp8
 from pagoda.kernels.triton.row_input import PLAIN, RowInput
 from pagoda.models.decode_fusion import FusableLinear
-from pagoda.quant.tensors import FP8_DTYPE
+from pagoda.quant.tensors import FP8_DTYPE, QuantizedActivation
 from pagoda_cuda import native
 from pagoda_cuda.triton_ops import KERNELS
 
@@ -149,9 +149,12 @@ def fp8_row(out2: torch.Tensor, x2: torch.Tensor | RowInput, weight: ScaledWeigh
     return out2
 
 
-def fp8_linear(x: torch.Tensor, weight: ScaledWeight,
+def fp8_linear(x: torch.Tensor | QuantizedActivation, weight: ScaledWeight,
                bias: torch.Tensor | None = None) -> torch.Tensor:
-    """See `pagoda.ops.quant_reference.fp8_linear`; `weight` from `prepare_fp8`."""
+    """See `pagoda.ops.quant_reference.fp8_linear`; `weight` from `prepare_fp8`. x given
+    quantized (as Triton's `quantized_input` asks, never one row) goes to Triton."""
+    if isinstance(x, QuantizedActivation):
+        return KERNELS.fp8_linear(x, weight, bias)
     return native.linear(x, weight, bias, serves, fp8_row, KERNELS.fp8_linear)
 
 

@@ -39,7 +39,8 @@ NATIVE_PROVIDERS = [
                    supports=f"{_QUANT}:supports_woq", prepare="pagoda_cuda.woq_ops:prepare_woq"),
     KernelProvider("fp8_linear", "cuda_native", "pagoda_cuda.fp8_ops:fp8_linear", (PLATFORM,),
                    priority=20, is_available="pagoda_cuda.plugin:native_fp8_unavailable",
-                   supports=f"{_QUANT}:supports_fp8", prepare="pagoda_cuda.fp8_ops:prepare_fp8"),
+                   supports=f"{_QUANT}:supports_fp8", prepare="pagoda_cuda.fp8_ops:prepare_fp8",
+                   quantized_input=f"{_QUANT}:quantized_input"),
 ]
 """The CUDA C++ kernels of csrc/ for a few rows (Triton's for the rest), ahead of the Triton
 providers where they can run: woq_mma.cu for 4-bit weights; fp8_row.cu for one row of FP8

@@ -18,6 +18,7 @@ pytest.importorskip("pagoda_cuda", reason="pagoda-cuda is not installed")
 from pagoda.kernels.triton_providers import TRITON_OPS, TRITON_QUANT_OPS  # noqa: E402
 from pagoda.ops import OPS, OpTable  # noqa: E402
 from pagoda.plugins import get_registries, load_target  # noqa: E402
+from pagoda.plugins.specs import QUANT_INPUT_OPS  # noqa: E402
 from pagoda_cuda import nvml, probe  # noqa: E402
 from pagoda_cuda.nvml import GpuInfo, driver_gpus, proc_gpus, visible_gpus  # noqa: E402
 
@@ -97,10 +98,11 @@ def test_ops_resolve_to_triton_only_with_a_gpu() -> None:
         from pagoda_cuda.native import unavailable
 
         native = {"woq_linear": "cuda/cuda_native"} if unavailable() is None else {}
-        assert table.providers == {**required, **dict.fromkeys(TRITON_QUANT_OPS, triton),
-                                   **native}
+        assert table.providers == {
+            **required, **dict.fromkeys((*TRITON_QUANT_OPS, *QUANT_INPUT_OPS), triton), **native}
     else:
-        assert table.providers == required and set(table.missing) == set(TRITON_QUANT_OPS)
+        assert table.providers == required
+        assert set(table.missing) == {*TRITON_QUANT_OPS, *QUANT_INPUT_OPS}
 
 
 @needs_install
@@ -123,6 +125,7 @@ def test_registered_targets_are_the_shared_kernels() -> None:
             assert not load_target(entry.spec.supports)(dtype=torch.float64)
             if entry.spec.op in TRITON_QUANT_OPS:
                 assert entry.spec.prepare is not None
+                assert (entry.spec.quantized_input is None) == (entry.spec.op == "woq_linear")
             else:
                 assert not load_target(entry.spec.supports)(dtype=torch.float16, head_size=512)
     assert {name for _, name in names} == {"triton", "cuda_native", "cuda_symm_mem"}

@@ -6,14 +6,14 @@ on the host CPU under ``TRITON_INTERPRET=1`` (set before Triton is imported) for
 small sizes. They accumulate in float32 and never load out of bounds.
 """
 
-from pagoda.kernels.triton.activation import gelu_and_mul, silu_and_mul
+from pagoda.kernels.triton.activation import gelu_and_mul, silu_and_mul, silu_and_mul_quant
 from pagoda.kernels.triton.attention import num_kv_splits, paged_attention
 from pagoda.kernels.triton.bitmask import apply_token_bitmask
 from pagoda.kernels.triton.gemv import linear, linear_with
 from pagoda.kernels.triton.kv_cache import write_kv_cache
 from pagoda.kernels.triton.lora import lora_expand, lora_shrink
 from pagoda.kernels.triton.moe import fused_moe
-from pagoda.kernels.triton.norm import fused_add_rms_norm, rms_norm
+from pagoda.kernels.triton.norm import fused_add_rms_norm, fused_add_rms_norm_quant, rms_norm
 from pagoda.kernels.triton.quant_linear import fp8_linear, int8_linear, woq_linear
 from pagoda.kernels.triton.rotary import rotary_embedding
 from pagoda.kernels.triton.sampling import sample_from_logits
@@ -22,6 +22,7 @@ __all__ = [
     "apply_token_bitmask",
     "fp8_linear",
     "fused_add_rms_norm",
+    "fused_add_rms_norm_quant",
     "fused_moe",
     "gelu_and_mul",
     "int8_linear",
@@ -35,6 +36,7 @@ __all__ = [
     "rotary_embedding",
     "sample_from_logits",
     "silu_and_mul",
+    "silu_and_mul_quant",
     "woq_linear",
     "write_kv_cache",
 ]

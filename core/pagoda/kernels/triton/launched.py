@@ -16,15 +16,17 @@ import torch
 
 from pagoda.kernels.triton.launch import TritonLaunch
 from pagoda.kernels.triton_providers import TRITON_OPS, TRITON_QUANT_OPS
+from pagoda.quant.tensors import QuantizedActivation
 
 
 def on_device(kernel: Callable[..., Any],
               launch_for: Callable[[torch.device], TritonLaunch]) -> Callable[..., Any]:
     """`kernel` (a launcher taking `launch=`) launched with `launch_for(device)`, the device
-    being its first argument's."""
+    being its first argument's (a tensor, or a `QuantizedActivation`)."""
 
     @functools.wraps(kernel)
-    def launch_on_device(first: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
+    def launch_on_device(first: torch.Tensor | QuantizedActivation, *args: Any,
+                         **kwargs: Any) -> Any:
         return kernel(first, *args, launch=launch_for(first.device), **kwargs)
 
     return launch_on_device

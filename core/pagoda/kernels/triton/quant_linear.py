@@ -21,6 +21,15 @@ float32 where the weight says so: a GGUF's, `GroupQuantWeight.act_block`):
                        the H100 1.1-2x faster than the gemv from 3-4 rows on and than the
                        gemm up to 16, slower than the gemv at 1-2 rows)
   M <= WOQ_GEMV_ROWS   `_woq_gemv_kernel`, else `_woq_gemm_kernel`
+fp8_linear and int8_linear given x quantized (a `QuantizedActivation` of their code type,
+from `norm.fused_add_rms_norm_quant` or `activation.silu_and_mul_quant`):
+  per-row weight, no static input scale, M > FUSED_MAX_ROWS (`quantized_input`, the
+                       provider hook: exactly where they would quantize x per token
+                       themselves with `quantize_activations`)
+                       its codes and scales go where `quantize_activations`' would (the
+                       pre-quantized `_qgemv_kernel`, torch._scaled_mm or `_qgemm_kernel`),
+                       so the output is the same bit for bit
+  anything else        ValueError
 
 Outputs are in x's type; the arithmetic in float32 (int32 for int8 products). `launch`:
 the platform's launch parameters, of which the one-row kernels take the dependent launch.
@@ -41,7 +50,14 @@ from pagoda.kernels.triton.scaled_gemm import FUSED_MAX_ROWS, GEMV_MAX_ROWS, qge
 from pagoda.kernels.triton.woq_dot import DOT_MAX_ROWS, woq_dot, woq_dot_supports
 from pagoda.kernels.triton.woq_gemm import GEMV_MAX_ROWS as WOQ_GEMV_ROWS
 from pagoda.kernels.triton.woq_gemm import PackedGroupWeight, pack, woq_gemm, woq_gemv
-from pagoda.quant.tensors import Fp8Weight, GroupQuantWeight, Int8Weight, round_activations
+from pagoda.quant.tensors import (
+    FP8_DTYPE,
+    Fp8Weight,
+    GroupQuantWeight,
+    Int8Weight,
+    QuantizedActivation,
+    round_activations,
+)
 
 KERNEL_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 SCALED_MM_DTYPES = (torch.bfloat16,)
@@ -91,8 +107,10 @@ def _block_ok(block: tuple[int, int]) -> bool:
     return bn >= 1 and 16 <= bk <= MAX_BLOCK_K and bk & (bk - 1) == 0
 
 
-def _out(x: torch.Tensor, n: int) -> tuple[torch.Tensor, torch.Tensor]:
-    out = torch.empty((*x.shape[:-1], n), dtype=x.dtype, device=x.device)
+def _out(x: torch.Tensor | QuantizedActivation, x2: torch.Tensor,
+         n: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The output [..., N] of x (rows x2, on their device) in x's type, and its [M, N] view."""
+    out = torch.empty((*x.shape[:-1], n), dtype=x.dtype, device=x2.device)
     return out, out.view(-1, n)
 
 
@@ -107,27 +125,53 @@ def _empty_case(x2: torch.Tensor, out: torch.Tensor, out2: torch.Tensor,
     return None
 
 
-def _scaled_linear(x: torch.Tensor, w: ScaledWeight, bias: torch.Tensor | None,
-                   int8: bool, launch: TritonLaunch) -> torch.Tensor:
-    k, n = x.shape[-1], w.shape[0]
-    x2 = rows(x, k)
-    m = x2.shape[0]
-    out, out2 = _out(x, n)
+def quantized_input(weight: ScaledWeight, rows: int) -> bool:
+    """Whether fp8_linear / int8_linear take x of `rows` rows already quantized per token (a
+    `QuantizedActivation`) for `weight` (`KernelProvider.quantized_input`): exactly where
+    they would quantize it so themselves with `quantize_activations` (no static input
+    scale, no blocks, more rows than the gemv quantizes itself)."""
+    return weight.input_scale is None and not weight.block and rows > FUSED_MAX_ROWS
+
+
+def _check_given(x: QuantizedActivation, w: ScaledWeight, int8: bool) -> None:
+    """Refuses x given quantized where the linear would not have quantized it so."""
+    code = torch.int8 if int8 else FP8_DTYPE
+    m = x.codes.shape[0]
+    if x.codes.dtype != code or not quantized_input(w, m):
+        how = ("by a static input scale" if w.input_scale is not None
+               else "per token and group" if w.block
+               else f"itself at {m} rows (<= {FUSED_MAX_ROWS})" if m <= FUSED_MAX_ROWS
+               else f"per token to {code}")
+        raise ValueError(f"{'int8' if int8 else 'fp8'}_linear given x quantized per token to "
+                         f"{x.codes.dtype} ({m} rows), but it quantizes this input {how}: "
+                         f"ask `quantized_input` first")
+
+
+def _scaled_linear(x: torch.Tensor | QuantizedActivation, w: ScaledWeight,
+                   bias: torch.Tensor | None, int8: bool, launch: TritonLaunch) -> torch.Tensor:
+    given = isinstance(x, QuantizedActivation)
+    if given:
+        _check_given(x, w, int8)
+    x2 = x.codes if given else rows(x, x.shape[-1])
+    (m, k), n = x2.shape, w.shape[0]
+    out, out2 = _out(x, x2, n)
     if (done := _empty_case(x2, out, out2, bias)) is not None:
         return done
     static = w.input_scale
-    if m == 1 and not int8 and not w.block and fp8_ok_for_row(w.weight):
+    if given:
+        xq, xs = x.codes, x.scale
+    elif m == 1 and not int8 and not w.block and fp8_ok_for_row(w.weight):
         fp8_row_gemv(out2, x2, static, w.weight, w.scale, bias, launch=launch)
         return out
-    if m <= GEMV_MAX_ROWS and (m <= FUSED_MAX_ROWS or static is not None or w.block):
+    elif m <= GEMV_MAX_ROWS and not quantized_input(w, m):  # quantizes x itself
         qgemv(out2, x2, static, w.weight, w.scale, bias, x_mode=0 if static is None else 1,
               block=w.block)
         return out
-    group = w.block[1] if w.block else None
-    xq, xs = quantize_activations(x2, int8, static, group)
+    else:
+        xq, xs = quantize_activations(x2, int8, static, w.block[1] if w.block else None)
     if m <= GEMV_MAX_ROWS and not w.block:
         qgemv(out2, xq, xs, w.weight, w.scale, bias, x_mode=2)
-    elif not int8 and not w.block and _scaled_mm_ok(x2, k, n):
+    elif not int8 and not w.block and _scaled_mm_ok(xq, x.dtype, k, n):
         torch._scaled_mm(xq, w.weight.t(), scale_a=xs, scale_b=w.scale.view(1, n),
                          out_dtype=x.dtype, out=out2)
         if bias is not None:
@@ -137,19 +181,24 @@ def _scaled_linear(x: torch.Tensor, w: ScaledWeight, bias: torch.Tensor | None,
     return out
 
 
-def _scaled_mm_ok(x2: torch.Tensor, k: int, n: int) -> bool:
-    return (x2.is_cuda and x2.dtype in SCALED_MM_DTYPES and k % 16 == 0 and n % 16 == 0)
+def _scaled_mm_ok(xq: torch.Tensor, dtype: torch.dtype, k: int, n: int) -> bool:
+    """Whether torch._scaled_mm serves codes xq of activations of `dtype`."""
+    return xq.is_cuda and dtype in SCALED_MM_DTYPES and k % 16 == 0 and n % 16 == 0
 
 
-def fp8_linear(x: torch.Tensor, weight: ScaledWeight, bias: torch.Tensor | None = None, *,
+def fp8_linear(x: torch.Tensor | QuantizedActivation, weight: ScaledWeight,
+               bias: torch.Tensor | None = None, *,
                launch: TritonLaunch = DEFAULT_LAUNCH) -> torch.Tensor:
-    """See `pagoda.ops.quant_reference.fp8_linear`; `weight` from `prepare_fp8`."""
+    """See `pagoda.ops.quant_reference.fp8_linear`; `weight` from `prepare_fp8`; x given
+    quantized only where `quantized_input` says so."""
     return _scaled_linear(x, weight, bias, False, launch)
 
 
-def int8_linear(x: torch.Tensor, weight: ScaledWeight, bias: torch.Tensor | None = None, *,
+def int8_linear(x: torch.Tensor | QuantizedActivation, weight: ScaledWeight,
+                bias: torch.Tensor | None = None, *,
                 launch: TritonLaunch = DEFAULT_LAUNCH) -> torch.Tensor:
-    """See `pagoda.ops.quant_reference.int8_linear`; `weight` from `prepare_int8`."""
+    """See `pagoda.ops.quant_reference.int8_linear`; `weight` from `prepare_int8`; x given
+    quantized only where `quantized_input` says so."""
     return _scaled_linear(x, weight, bias, True, launch)
 
 
@@ -167,7 +216,7 @@ def _woq_linear(x: torch.Tensor, weight: PackedGroupWeight, bias: torch.Tensor |
     """x (as the kernels take it) times `weight` by the kernel for its row count."""
     k, n = x.shape[-1], weight.shape[0]
     x2 = rows(x, k)
-    out, out2 = _out(x, n)
+    out, out2 = _out(x, x2, n)
     if (done := _empty_case(x2, out, out2, bias)) is not None:
         return done
     m = x2.shape[0]

@@ -23,6 +23,7 @@ from pagoda.ops import current_ops
 from pagoda.quant import QuantMethod, UnquantizedMethod
 from pagoda.quant.checkpoint import CheckpointTensor, narrow
 from pagoda.quant.layout import PER_OUTPUT, ParamLayout, add_param, layout_of
+from pagoda.quant.tensors import QuantizedActivation
 
 if TYPE_CHECKING:
     from pagoda.lora.layers import LoRASlots
@@ -101,7 +102,14 @@ class Linear(nn.Module):
             raise ValueError(f"Weight {name!r} {exc}") from None
         self.quant_method.load_weight(self, attr, part, shard, name)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def input_quantization(self, rows: int) -> torch.dtype | None:
+        """The code type (float8 e4m3 or int8) in which the layer takes an input of `rows`
+        rows already quantized per token (a `QuantizedActivation`), or None: in the model's
+        dtype, as always while LoRA adapts the layer (its adapters multiply x itself)."""
+        return None if self.lora is not None else self.quant_method.input_quantization(self,
+                                                                                      rows)
+
+    def forward(self, x: torch.Tensor | QuantizedActivation) -> torch.Tensor:
         y = self.quant_method.apply(self, x, self.bias)
         return y if self.lora is None else self.lora(x, y)
 
@@ -152,7 +160,7 @@ class RowParallelLinear(Linear):
         layout = layout_of(getattr(self, attr))
         return _part(tensor, layout, layout.input_dim, *self.input_part())
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor | QuantizedActivation) -> torch.Tensor:
         if self.tp.world_size == 1:
             return super().forward(x)
         # An adapter's delta is linear in x too: each rank adds its block's share before

@@ -11,6 +11,7 @@ from torch import nn
 from pagoda.models.layers.linear import MergedColumnParallelLinear, RowParallelLinear
 from pagoda.ops import current_ops
 from pagoda.quant import QuantMethod
+from pagoda.quant.tensors import QuantizedActivation
 
 GATE_ACTIVATIONS = {"silu": None, "gelu": "none", "gelu_pytorch_tanh": "tanh"}
 """The gate activations implemented, by their HF name (`hidden_act`): SiLU, or GELU with
@@ -58,6 +59,19 @@ class GatedMLP(nn.Module):
             prefix=f"{prefix}down_proj",
         )
         self.act_and_mul_op = gated_activation(activation)
+        self.quantizing_op = (current_ops().get("silu_and_mul_quant")
+                              if activation == "silu" else None)
+        """silu_and_mul with its output quantized per token, where the platform offers it."""
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.down_proj(self.act_and_mul_op(self.gate_up_proj(x)))
+    def input_quantization(self, rows: int) -> torch.dtype | None:
+        """The code type in which the block takes `rows` rows of input already quantized per
+        token (`Linear.input_quantization` of gate_up_proj), or None."""
+        return self.gate_up_proj.input_quantization(rows)
+
+    def forward(self, x: torch.Tensor | QuantizedActivation) -> torch.Tensor:
+        gate_up = self.gate_up_proj(x)
+        rows = gate_up.shape[:-1].numel()
+        quantize = self.down_proj.input_quantization(rows) if self.quantizing_op else None
+        if quantize is not None:  # down_proj's input handed over quantized
+            return self.down_proj(self.quantizing_op(gate_up, quantize))
+        return self.down_proj(self.act_and_mul_op(gate_up))

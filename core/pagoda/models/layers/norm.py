@@ -7,6 +7,7 @@ import torch
 from torch import nn
 
 from pagoda.ops import current_ops
+from pagoda.quant.tensors import QuantizedActivation
 
 
 class RMSNorm(nn.Module):
@@ -27,6 +28,7 @@ class RMSNorm(nn.Module):
         ops = current_ops()
         self.rms_norm_op = ops.rms_norm
         self.fused_add_rms_norm_op = ops.fused_add_rms_norm
+        self.quantizing_op = ops.get("fused_add_rms_norm_quant")
 
     def checkpoint_slice(self, tensor: torch.Tensor, shard: str | None,
                          attr: str) -> torch.Tensor:
@@ -37,9 +39,14 @@ class RMSNorm(nn.Module):
         return self.rms_norm_op(x, self.weight, self.eps)
 
     def add_norm(
-        self, x: torch.Tensor, residual: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """(norm(x + residual), x + residual): the residual stream's add fused with the norm."""
+        self, x: torch.Tensor, residual: torch.Tensor, quantize: torch.dtype | None = None
+    ) -> tuple[torch.Tensor | QuantizedActivation, torch.Tensor]:
+        """(norm(x + residual), x + residual): the residual stream's add fused with the norm.
+        `quantize`: the code type the next linear takes its input in (its
+        `input_quantization`); the norm is then handed over quantized per token where the
+        platform offers that op, else as it is."""
+        if quantize is not None and self.quantizing_op is not None:
+            return self.quantizing_op(x, residual, self.weight, self.eps, quantize)
         return self.fused_add_rms_norm_op(x, residual, self.weight, self.eps)
 
 
