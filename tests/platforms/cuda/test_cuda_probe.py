@@ -95,9 +95,12 @@ def test_ops_resolve_to_triton_only_with_a_gpu() -> None:
     required = {op: triton if op in TRITON_OPS else "core/reference"
                 for op, spec in OPS.items() if not spec.optional}
     if HAS_GPU:
+        from pagoda_cuda import fp8_ops
         from pagoda_cuda.native import unavailable
 
         native = {"woq_linear": "cuda/cuda_native"} if unavailable() is None else {}
+        if fp8_ops.unavailable() is None:
+            native["fp8_linear"] = "cuda/cuda_native"
         assert table.providers == {
             **required, **dict.fromkeys((*TRITON_QUANT_OPS, *QUANT_INPUT_OPS), triton), **native}
     else:
