@@ -95,3 +95,19 @@ def test_quantized_inputs_change_no_token(on_cpu, tmp_path: Path, quantization: 
     # go to kernels that quantize x themselves.
     assert CALLS == {"fused_add_rms_norm_quant": 3, "silu_and_mul_quant": 2}
     assert quantized == _run(path, dtype, quantization, False, prompts)
+
+
+def test_layers_under_lora_take_their_inputs_unquantized(on_cpu, tmp_path: Path) -> None:
+    """LoRA adapters multiply a layer's x themselves: with LoRA on, no layer asks for its
+    input quantized, and the tokens are those of the same run without the quantizing ops."""
+    path = make_checkpoint(tmp_path, wide_llama_config(), random_weights=True)
+    prompts = [[5, 9, 11, 4, 7, 30], [8, 3, 12, 40, 41, 6, 9]]
+    runs = []
+    for quantizing in (True, False):
+        _register(quantizing)
+        CALLS.clear()
+        llm = LLM(str(path), device="cpu", dtype="float32", num_kv_blocks=32, block_size=8,
+                  enable_prefix_caching=False, quantization="fp8", enable_lora=True)
+        runs.append(greedy_logprobs(llm, prompts, 3))
+        assert not CALLS
+    assert runs[0] == runs[1]
