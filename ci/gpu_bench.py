@@ -82,6 +82,8 @@ PAGODA = [sys.executable, "-m", "pagoda.cli.main"]
 # Pagoda shares the GPU with HF's copy of the model in the side-by-side runs.
 SHARED_GPU = ("--gpu-memory-utilization", "0.5")
 THROUGHPUT = ["--max-num-seqs", "1024", "--max-num-batched-tokens", "8192"]
+A_PROMPTS = ["--num-prompts", "1000", "--input-len", "128", "--output-len", "128"]
+"""Workload A's requests: 1000 prompts of 128 random tokens, 128 tokens out."""
 
 
 def model_dir(name: str, json_chars: bool = False) -> Path:
@@ -151,8 +153,7 @@ def offline_row(name: str, run_: dict, s: dict, goal: str) -> dict:
 
 
 def bench_a(out: Path, llama: Path, s: dict) -> dict:
-    r = throughput(out, "A", llama, ["--backend", "pagoda,hf", "--num-prompts", "1000",
-                                     "--input-len", "128", "--output-len", "128",
+    r = throughput(out, "A", llama, ["--backend", "pagoda,hf", *A_PROMPTS,
                                      "--hf-batch-size", "256", *SHARED_GPU, *THROUGHPUT])
     return offline_row("A 8B 1000x(128,128)", r, s, ">= 15000 out tok/s")
 
@@ -208,8 +209,7 @@ def bench_m(out: Path, moe: Path, s: dict) -> dict:
     grouped_mm where torch has it; static batches of 128: its 57 GiB of weights share the
     GPU with Pagoda's). The roofline counts the weights a token uses: attention, the head,
     and per layer 8 experts and the router."""
-    r = throughput(out, "M", moe, ["--backend", "pagoda,hf", "--num-prompts", "1000",
-                                   "--input-len", "128", "--output-len", "128",
+    r = throughput(out, "M", moe, ["--backend", "pagoda,hf", *A_PROMPTS,
                                    "--hf-batch-size", "128", *SHARED_GPU, *THROUGHPUT])
     return offline_row("M Qwen3-30B-A3B 1000x(128,128)", r, s, "report vs HF and roofline")
 
@@ -234,8 +234,7 @@ def quantized_a(out: Path, llama: Path, s: dict) -> list[dict]:
                              ("fp8, fp8 KV cache", [*fp8, "--kv-cache-dtype", "fp8"],
                               "report")):
         r = throughput(out, f"QA-{tag.replace(', ', '-').replace(' ', '')}", llama,
-                       ["--backend", "pagoda", "--num-prompts", "1000", "--input-len", "128",
-                        "--output-len", "128", *THROUGHPUT, *extra])
+                       ["--backend", "pagoda", *A_PROMPTS, *THROUGHPUT, *extra])
         rows.append(offline_row(f"A {tag}", r, s, goal))
     return rows
 
@@ -254,9 +253,8 @@ def quantized_inputs_a(out: Path, llama: Path, s: dict) -> list[dict]:
     for tag, extra in (("fp8", fp8), ("fp8, fp8 KV cache", [*fp8, "--kv-cache-dtype", "fp8"])):
         for inputs, env in (("quantized", None), ("bf16", {**os.environ, **UNQUANTIZED_INPUTS})):
             name = f"QF-{tag.replace(', ', '-').replace(' ', '')}-{inputs}"
-            r = throughput(out, name, llama, ["--backend", "pagoda", "--num-prompts", "1000",
-                                              "--input-len", "128", "--output-len", "128",
-                                              *THROUGHPUT, *extra], env)
+            r = throughput(out, name, llama, ["--backend", "pagoda", *A_PROMPTS, *THROUGHPUT,
+                                              *extra], env)
             rows.append(offline_row(f"A {tag}, linear inputs {inputs}", r, s, "report"))
     return rows
 
@@ -360,8 +358,7 @@ def tensor_parallel(out: Path, llama: Path, s: dict) -> list[dict]:
     rows = []
     for tp in (t for t in (1, 2, 4) if t <= visible_gpus()):
         r = throughput(out, f"T-A-tp{tp}", llama, [
-            "--backend", "pagoda", "--num-prompts", "1000", "--input-len", "128",
-            "--output-len", "128", "--tensor-parallel-size", str(tp), *THROUGHPUT])
+            "--backend", "pagoda", *A_PROMPTS, "--tensor-parallel-size", str(tp), *THROUGHPUT])
         row = offline_row(f"A TP={tp}", r, s, "report")
         row["compute roofline"] /= tp
         rows.append(row)
@@ -394,9 +391,8 @@ def llama70b(out: Path, big: Path, s: dict) -> list[dict]:
     if visible_gpus() < 4:
         raise RuntimeError(f"Y needs 4 GPUs, {visible_gpus()} visible")
     r = throughput(out, "Y-A-tp4", big, [
-        "--backend", "pagoda", "--num-prompts", "1000", "--input-len", "128",
-        "--output-len", "128", "--tensor-parallel-size", "4", "--gpu-memory-utilization",
-        "0.9", *THROUGHPUT])
+        "--backend", "pagoda", *A_PROMPTS, "--tensor-parallel-size", "4",
+        "--gpu-memory-utilization", "0.9", *THROUGHPUT])
     row = offline_row("Y 70B TP=4 1000x(128,128)", r, s, "report")
     row["compute roofline"] /= 4
     return [row, tp_latency_row(out, "Y 70B TP=4 single stream", big, s, 4)]
@@ -429,8 +425,7 @@ def structured(out: Path, s: dict) -> list[dict]:
     llama = model_dir("llama3-8b", json_chars=True)
     rows = []
     for tag in ("none", "json-schema"):
-        r = throughput(out, f"S-{tag}", llama, ["--backend", "pagoda", "--num-prompts", "1000",
-                                                 "--input-len", "128", "--output-len", "128",
+        r = throughput(out, f"S-{tag}", llama, ["--backend", "pagoda", *A_PROMPTS,
                                                  "--structured-output", tag, *THROUGHPUT])
         rows.append(offline_row(f"A structured output {tag}", r, s,
                                 "baseline" if tag == "none" else "loss < 5% of baseline"))
@@ -501,8 +496,7 @@ def _py_spy(pid: int, out: Path) -> subprocess.Popen | None:
 
 
 def bench_e(out: Path, llama: Path, s: dict) -> list[dict]:
-    offline = throughput(out, "E-offline", llama, ["--num-prompts", "1000", "--input-len",
-                                                   "128", "--output-len", "128", *THROUGHPUT])
+    offline = throughput(out, "E-offline", llama, [*A_PROMPTS, *THROUGHPUT])
     port = 8765
     with open(out / "E-serve.log", "w") as log:
         proc = subprocess.Popen([*PAGODA, "serve", str(llama), "--device", "cuda",
@@ -518,8 +512,7 @@ def bench_e(out: Path, llama: Path, s: dict) -> list[dict]:
                      if (spy := _py_spy(pid, out / f"E-spy-{name}.txt")) is not None]
             result = out / "E.json"
             run([*PAGODA, "bench", "serve", "--url", f"http://127.0.0.1:{port}",
-                 "--num-prompts", "1000", "--input-len", "128", "--output-len", "128",
-                 "--request-rate", "inf", "--output-json", str(result)], out / "E.log")
+                 *A_PROMPTS, "--request-rate", "inf", "--output-json", str(result)], out / "E.log")
             online = json.loads(result.read_text())
             cpu = {name: _cpu_seconds(pid) - cpu_before[name]
                    for name, pid in (("front end", proc.pid), ("engine core", core))}

@@ -26,6 +26,7 @@ from pagoda.quant.tensors import (
     GroupQuantWeight,
     Int8Weight,
     QuantizedActivation,
+    given_codes,
     per_token_scale,
     quantize_fp8,
     quantize_int8,
@@ -45,25 +46,13 @@ def _finish(y: torch.Tensor, x: torch.Tensor | QuantizedActivation,
     return y.to(x.dtype).view(*x.shape[:-1], y.shape[-1])
 
 
-def _given(x: QuantizedActivation, weight: Fp8Weight | Int8Weight,
-           code_dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
-    """(codes, scales) of x given quantized: refused unless the linear would have quantized
-    it so itself (dynamically per token, to `code_dtype`)."""
-    if x.codes.dtype != code_dtype or weight.input_scale is not None or weight.block:
-        how = ("by a static input scale" if weight.input_scale is not None
-               else "per token and group" if weight.block else f"per token to {code_dtype}")
-        raise ValueError(f"x given quantized per token to {x.codes.dtype}, but this linear "
-                         f"quantizes its input {how}")
-    return x.codes, x.scale
-
-
 def fp8_linear(x: torch.Tensor | QuantizedActivation, weight: Fp8Weight,
                bias: torch.Tensor | None = None) -> torch.Tensor:
     """x quantized to float8 e4m3 (by `weight.input_scale`, else per token, or per token and
     group of bk inputs for a blocked weight: scale = amax / 448), times the dequantized
     weight, in float32."""
     if isinstance(x, QuantizedActivation):
-        codes, scale = _given(x, weight, FP8_DTYPE)
+        codes, scale = given_codes(x, weight, FP8_DTYPE)
         return _finish((codes.float() * scale) @ weight.dequantize().T, x, bias)
     flat = x.reshape(-1, x.shape[-1])
     group = weight.block[1] if weight.block is not None else None
@@ -83,7 +72,7 @@ def int8_linear(x: torch.Tensor | QuantizedActivation, weight: Int8Weight,
     amax / 127, rounded half to even), the int8 product summed exactly, then scaled by
     both scales in float32."""
     if isinstance(x, QuantizedActivation):
-        xq, scale = _given(x, weight, torch.int8)
+        xq, scale = given_codes(x, weight, torch.int8)
     else:
         flat = x.reshape(-1, x.shape[-1])
         if weight.input_scale is not None:

@@ -180,12 +180,30 @@ ACTIVATION_CODES = (FP8_DTYPE, torch.int8)
 """The code types of `QuantizedActivation`: what fp8_linear and int8_linear take."""
 
 
+def check_activation_code(code_dtype: torch.dtype) -> None:
+    """Refuse a code type activations are not quantized to (`ACTIVATION_CODES`)."""
+    if code_dtype not in ACTIVATION_CODES:
+        raise ValueError(f"activations quantize to {ACTIVATION_CODES}, not {code_dtype}")
+
+
+def given_codes(x: QuantizedActivation, weight: Fp8Weight | Int8Weight,
+                code_dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+    """(codes, scales) of x given quantized to a W8A8 linear of `weight` whose activations
+    are `code_dtype`: refused unless the linear would have quantized x so itself
+    (dynamically per token, to `code_dtype`)."""
+    if x.codes.dtype != code_dtype or weight.input_scale is not None or weight.block:
+        how = ("by a static input scale" if weight.input_scale is not None
+               else "per token and group" if weight.block else f"per token to {code_dtype}")
+        raise ValueError(f"x given quantized per token to {x.codes.dtype}, but this linear "
+                         f"quantizes its input {how}")
+    return x.codes, x.scale
+
+
 def quantize_per_token(x: torch.Tensor, code_dtype: torch.dtype) -> QuantizedActivation:
     """x [..., K] as rows [M, K] quantized per token to `code_dtype` (float8 e4m3: scale
     amax / 448, saturated; int8: amax / 127, rounded half to even), as the W8A8 linears'
     references quantize a dynamic input."""
-    if code_dtype not in ACTIVATION_CODES:
-        raise ValueError(f"activations quantize to {ACTIVATION_CODES}, not {code_dtype}")
+    check_activation_code(code_dtype)
     flat = x.reshape(-1, x.shape[-1])
     fp8 = code_dtype == FP8_DTYPE
     scale = per_token_scale(flat, FP8_MAX if fp8 else INT8_MAX)

@@ -18,7 +18,7 @@ from pagoda.kernels.triton.quant_prims import (
     _store_codes,
     quantize_activations,
 )
-from pagoda.quant.tensors import ACTIVATION_CODES, MIN_SCALE, QuantizedActivation
+from pagoda.quant.tensors import MIN_SCALE, QuantizedActivation, check_activation_code
 
 BLOCK = 1024
 
@@ -95,8 +95,7 @@ def silu_and_mul_quant(x: torch.Tensor, code_dtype: torch.dtype, *,
     `quant_prims.quantize_activations`. Rows that fit one load (pow2(d) <= ONE_PASS_MAX):
     one launch, one program a row, warps as `quantize_activations` takes for such rows;
     wider rows: those two kernels, one after the other (the output written and read back)."""
-    if code_dtype not in ACTIVATION_CODES:
-        raise ValueError(f"activations quantize to {ACTIVATION_CODES}, not {code_dtype}")
+    check_activation_code(code_dtype)
     int8 = code_dtype == torch.int8
     d = x.shape[-1] // 2
     block = pow2(d, 16)

@@ -11,7 +11,7 @@ import triton.language as tl
 from pagoda.kernels.triton.common import interpreted, pow2, rows, wait_for_prior_kernels
 from pagoda.kernels.triton.launch import DEFAULT_LAUNCH, TritonLaunch
 from pagoda.kernels.triton.quant_prims import _row_scale, _store_codes
-from pagoda.quant.tensors import ACTIVATION_CODES, MIN_SCALE, QuantizedActivation
+from pagoda.quant.tensors import MIN_SCALE, QuantizedActivation, check_activation_code
 
 MAX_BLOCK = 1024
 """Row elements handled per loop iteration; wider rows take several. The one-row matmuls
@@ -161,8 +161,7 @@ def fused_add_rms_norm_quant(
     (as `fused_add_rms_norm`) and the normed rows' codes [M, K] and float32 scales [M, 1]
     (M: all leading dims), the same bit for bit as `fused_add_rms_norm` followed by
     `quant_prims.quantize_activations` of its output, which it never writes."""
-    if code_dtype not in ACTIVATION_CODES:
-        raise ValueError(f"activations quantize to {ACTIVATION_CODES}, not {code_dtype}")
+    check_activation_code(code_dtype)
     width = x.shape[-1]
     x2 = rows(x, width)
     r2 = rows(residual, width)

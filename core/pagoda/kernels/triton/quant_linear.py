@@ -56,6 +56,7 @@ from pagoda.quant.tensors import (
     GroupQuantWeight,
     Int8Weight,
     QuantizedActivation,
+    given_codes,
     round_activations,
 )
 
@@ -134,17 +135,14 @@ def quantized_input(weight: ScaledWeight, rows: int) -> bool:
 
 
 def _check_given(x: QuantizedActivation, w: ScaledWeight, int8: bool) -> None:
-    """Refuses x given quantized where the linear would not have quantized it so."""
-    code = torch.int8 if int8 else FP8_DTYPE
+    """Refuses x given quantized where the linear would not have quantized it so: another
+    code type or scheme (`given_codes`), or few enough rows that the gemv quantizes x."""
+    given_codes(x, w, torch.int8 if int8 else FP8_DTYPE)
     m = x.codes.shape[0]
-    if x.codes.dtype != code or not quantized_input(w, m):
-        how = ("by a static input scale" if w.input_scale is not None
-               else "per token and group" if w.block
-               else f"itself at {m} rows (<= {FUSED_MAX_ROWS})" if m <= FUSED_MAX_ROWS
-               else f"per token to {code}")
-        raise ValueError(f"{'int8' if int8 else 'fp8'}_linear given x quantized per token to "
-                         f"{x.codes.dtype} ({m} rows), but it quantizes this input {how}: "
-                         f"ask `quantized_input` first")
+    if not quantized_input(w, m):
+        raise ValueError(f"{'int8' if int8 else 'fp8'}_linear given x quantized per token, "
+                         f"but it quantizes x itself at {m} rows (<= {FUSED_MAX_ROWS}): ask "
+                         f"`quantized_input` first")
 
 
 def _scaled_linear(x: torch.Tensor | QuantizedActivation, w: ScaledWeight,
